@@ -1,0 +1,322 @@
+//! Spool's throughput benchmark: `cargo xtask bench` (or `cargo bench -p spool --bench throughput`
+//! after `cargo xtask build-plugins`).
+//!
+//! Every figure is measured in this run on a fresh SQLite file, and printed with a raw
+//! baseline measured the same way, so each reads as a ratio to what SQLite and the disk allow
+//! on this machine:
+//! 1. raw baseline: the store's batched claim + complete cycle, no HTTP, no WebAssembly;
+//! 2. batch enqueue through `POST /tasks/batch`;
+//! 3. single-request enqueue through `POST /tasks` with 32 concurrent clients (rate, p50, p99);
+//! 4. drain: N tasks through the no-op WebAssembly handler, from a full table to all done;
+//! 5. idle pickup latency: one task at a time into an idle host, enqueue → handler start;
+//! 6. sandbox overhead: instantiate + call of the no-op handler, one attempt after another.
+//!
+//! Options (after `--`): `--drain N` (default 100000), `--http N` (default 20000),
+//! `--batch N` (default 100000), `--pickups N` (default 200), `--quick` (small sizes).
+
+use chrono::Utc;
+use hdrhistogram::Histogram;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use spool::config::{Config, Settings};
+use spool::sandbox::{RunLimits, Sandbox, TaskEvents, TaskInfo};
+use spool::store::{self, ClaimRequest, Completion, SharedStore};
+use spool::task::{NewTask, Status, Transition};
+
+struct Options {
+    drain: usize,
+    http: usize,
+    batch: usize,
+    pickups: usize,
+}
+
+fn options() -> Options {
+    let args: Vec<String> = std::env::args().collect();
+    let value = |name: &str, default: usize| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let quick = args.iter().any(|a| a == "--quick");
+    let scale = |n: usize| if quick { n / 20 } else { n };
+    Options {
+        drain: value("--drain", scale(100_000)),
+        http: value("--http", scale(20_000)),
+        batch: value("--batch", scale(100_000)),
+        pickups: value("--pickups", if quick { 50 } else { 200 }),
+    }
+}
+
+fn noop_wasm() -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/target/wasm32-wasip2/release/noop.wasm");
+    assert!(path.exists(), "{} is missing: run `cargo xtask build-plugins` first", path.display());
+    path
+}
+
+fn new_task(task_type: &str, i: usize) -> NewTask {
+    NewTask {
+        task_type: task_type.into(),
+        payload: format!("{{\"n\":{i}}}"),
+        priority: 0,
+        max_retry: 3,
+        run_at: Utc::now(),
+        idempotency_key: None,
+    }
+}
+
+fn fresh_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temp dir")
+}
+
+fn db_url(dir: &Path) -> String {
+    format!("sqlite://{}", dir.join("bench.db").display())
+}
+
+/// 1. The store's claim + complete cycle in batches, no HTTP or wasm: the ceiling.
+async fn raw_baseline(n: usize, batch: usize) -> f64 {
+    let dir = fresh_dir();
+    let store = store::open(&db_url(dir.path())).await.unwrap();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(5000) {
+        store.enqueue(chunk.iter().map(|i| new_task("noop", *i)).collect()).await.unwrap();
+    }
+    let started = Instant::now();
+    let mut done = 0;
+    while done < n {
+        let request = ClaimRequest {
+            owner: "bench".into(),
+            limit: batch,
+            task_types: vec!["noop".into()],
+            now: Utc::now(),
+            lease: Duration::from_secs(60),
+        };
+        let claimed = store.claim(&request).await.unwrap();
+        let completions: Vec<Completion> = claimed
+            .iter()
+            .map(|task| Completion {
+                id: task.id,
+                owner: "bench".into(),
+                claimed_retry_count: task.retry_count,
+                transition: Transition { status: Status::Done, retry_count: 0, next_run_at: None, result: Some(task.payload.to_string()), error: None },
+                plugin_version: None,
+                finished_at: Utc::now(),
+            })
+            .collect();
+        done += store.complete(&completions).await.unwrap() as usize;
+    }
+    let rate = n as f64 / started.elapsed().as_secs_f64();
+    store.close().await;
+    rate
+}
+
+/// Starts an in-process host on a fresh database with the no-op plugin.
+async fn start_host(dir: &Path, concurrency: Option<usize>) -> spool::RunningHost {
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(noop_wasm(), plugins.join("noop.wasm")).unwrap();
+    let settings = Settings {
+        database_url: Some(db_url(dir)),
+        plugins: Some(plugins),
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        concurrency,
+        ..Settings::default()
+    };
+    spool::start(Config::from_settings(settings).unwrap()).await.unwrap()
+}
+
+async fn stop(host: spool::RunningHost) {
+    host.shutdown().escalate();
+    host.stopped().await;
+}
+
+/// 2. `POST /tasks/batch` with 1,000 tasks per request, tasks scheduled far ahead so the
+/// dispatcher stays idle and only enqueueing is measured.
+async fn batch_enqueue(n: usize) -> f64 {
+    let dir = fresh_dir();
+    let host = start_host(dir.path(), None).await;
+    let client = reqwest::Client::new();
+    let url = format!("http://{}/tasks/batch", host.addr);
+    let started = Instant::now();
+    let mut sent = 0;
+    while sent < n {
+        let size = 1000.min(n - sent);
+        let tasks: Vec<Value> = (0..size).map(|i| json!({"task_type": "noop", "payload": {"n": sent + i}, "delay": "1h"})).collect();
+        let response = client.post(&url).json(&json!({"tasks": tasks})).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 201);
+        sent += size;
+    }
+    let rate = n as f64 / started.elapsed().as_secs_f64();
+    stop(host).await;
+    rate
+}
+
+/// 3. `POST /tasks` from 32 concurrent clients (keep-alive connections).
+async fn http_enqueue(n: usize, clients: usize) -> (f64, Histogram<u64>) {
+    let dir = fresh_dir();
+    let host = start_host(dir.path(), None).await;
+    let url = format!("http://{}/tasks", host.addr);
+    let per_client = n / clients;
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for c in 0..clients {
+        let url = url.clone();
+        workers.push(tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            let mut latencies = Histogram::<u64>::new(3).unwrap();
+            for i in 0..per_client {
+                let body = json!({"task_type": "noop", "payload": {"c": c, "i": i}, "delay": "1h"});
+                let sent = Instant::now();
+                let response = client.post(&url).json(&body).send().await.unwrap();
+                assert_eq!(response.status().as_u16(), 201);
+                latencies.record(sent.elapsed().as_micros() as u64).unwrap();
+            }
+            latencies
+        }));
+    }
+    let mut all = Histogram::<u64>::new(3).unwrap();
+    for worker in workers {
+        all.add(worker.await.unwrap()).unwrap();
+    }
+    let rate = (per_client * clients) as f64 / started.elapsed().as_secs_f64();
+    stop(host).await;
+    (rate, all)
+}
+
+/// 4. N due tasks inserted up front, then a host started: time until all are done.
+async fn drain(n: usize) -> (f64, usize) {
+    let dir = fresh_dir();
+    {
+        let store: SharedStore = store::open(&db_url(dir.path())).await.unwrap();
+        for chunk in (0..n).collect::<Vec<_>>().chunks(5000) {
+            store.enqueue(chunk.iter().map(|i| new_task("noop", *i)).collect()).await.unwrap();
+        }
+        store.close().await;
+    }
+    let host = start_host(dir.path(), None).await;
+    let concurrency = Config::from_settings(Settings::default()).unwrap().concurrency;
+    let client = reqwest::Client::new();
+    let health = format!("http://{}/health", host.addr);
+    let started = Instant::now();
+    loop {
+        let body: Value = client.get(&health).send().await.unwrap().json().await.unwrap();
+        if body["counts"]["done"].as_u64() == Some(n as u64) {
+            break;
+        }
+        assert_eq!(body["counts"]["failed"].as_u64(), Some(0), "{body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let rate = n as f64 / started.elapsed().as_secs_f64();
+    stop(host).await;
+    (rate, concurrency)
+}
+
+/// 5. One task at a time into an idle host: created_at → attempted_at, as recorded by the
+/// host (millisecond timestamps), and enqueue → done as the client observes it.
+async fn idle_pickup(n: usize) -> (Histogram<u64>, Histogram<u64>) {
+    let dir = fresh_dir();
+    let host = start_host(dir.path(), None).await;
+    let client = reqwest::Client::new();
+    let base = format!("http://{}", host.addr);
+    let mut pickup = Histogram::<u64>::new(3).unwrap();
+    let mut round_trip = Histogram::<u64>::new(3).unwrap();
+    for i in 0..n {
+        tokio::time::sleep(Duration::from_millis(20)).await; // idle between tasks
+        let sent = Instant::now();
+        let task: Value = client.post(format!("{base}/tasks")).json(&json!({"task_type": "noop", "payload": {"i": i}})).send().await.unwrap().json().await.unwrap();
+        let id = task["id"].as_i64().unwrap();
+        let done = loop {
+            let t: Value = client.get(format!("{base}/tasks/{id}")).send().await.unwrap().json().await.unwrap();
+            if t["status"] == "done" {
+                break t;
+            }
+        };
+        round_trip.record(sent.elapsed().as_micros() as u64).unwrap();
+        let at = |field: &str| chrono::DateTime::parse_from_rfc3339(done[field].as_str().unwrap()).unwrap();
+        let waited = (at("attempted_at") - at("created_at")).num_microseconds().unwrap().max(0) as u64;
+        pickup.record(waited).unwrap();
+    }
+    stop(host).await;
+    (pickup, round_trip)
+}
+
+struct NoEvents;
+impl TaskEvents for NoEvents {
+    fn progress(&self, _: u64, _: u8, _: String) {}
+}
+
+/// 6. Instantiate + call of the no-op handler, sequentially.
+async fn sandbox_overhead(n: usize) -> Histogram<u64> {
+    let sandbox = Sandbox::new().unwrap();
+    let handler = sandbox.compile(&std::fs::read(noop_wasm()).unwrap()).unwrap();
+    let events: Arc<dyn TaskEvents> = Arc::new(NoEvents);
+    let limits = RunLimits { fuel: 1_000_000_000, memory_bytes: 64 << 20 };
+    let mut histogram = Histogram::<u64>::new(3).unwrap();
+    for i in 0..n + 100 {
+        let info = TaskInfo { id: i as u64, task_type: "noop".into(), attempt: 1, max_attempts: 1, idempotency_key: None };
+        let started = Instant::now();
+        let outcome = sandbox.run(&handler, info, "{\"n\":1}", limits, events.clone()).await;
+        let elapsed = started.elapsed().as_nanos() as u64;
+        assert!(matches!(outcome, spool::task::AttemptOutcome::Succeeded(_)), "{outcome:?}");
+        if i >= 100 {
+            histogram.record(elapsed).unwrap(); // the first 100 warm up
+        }
+    }
+    histogram
+}
+
+fn ms(micros: u64) -> String {
+    format!("{:.2} ms", micros as f64 / 1000.0)
+}
+
+fn main() {
+    // Quiet logs: the benchmark prints its own report.
+    tracing_subscriber::fmt().with_env_filter("warn").with_writer(std::io::stderr).init();
+    let options = options();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+        println!("# Spool throughput benchmark");
+        println!("machine: {cores} cores; SQLite WAL, synchronous=NORMAL; fresh database file per measurement");
+        println!("sizes: drain {} tasks, batch enqueue {} tasks, HTTP enqueue {} requests, {} idle pickups\n", options.drain, options.batch, options.http, options.pickups);
+
+        let raw = raw_baseline(options.drain, 100).await;
+        println!("raw baseline (store claim 100 + complete 100, no wasm/HTTP): {raw:>9.0} tasks/s  (1.00×)");
+
+        let batch = batch_enqueue(options.batch).await;
+        println!("batch enqueue (POST /tasks/batch, 1000 per request):       {batch:>9.0} tasks/s  ({:.2}× raw)", batch / raw);
+
+        let (rate, latencies) = http_enqueue(options.http, 32).await;
+        println!(
+            "HTTP enqueue (POST /tasks, 32 clients):                      {rate:>9.0} req/s    ({:.2}× raw)  p50 {}  p99 {}",
+            rate / raw,
+            ms(latencies.value_at_quantile(0.5)),
+            ms(latencies.value_at_quantile(0.99))
+        );
+
+        let (drained, concurrency) = drain(options.drain).await;
+        println!("drain through the no-op wasm handler (concurrency {concurrency}):  {drained:>9.0} tasks/s  ({:.2}× raw)", drained / raw);
+
+        let (pickup, round_trip) = idle_pickup(options.pickups).await;
+        println!(
+            "idle pickup (created_at → attempted_at, ms timestamps):     p50 {}  p99 {}",
+            ms(pickup.value_at_quantile(0.5)),
+            ms(pickup.value_at_quantile(0.99))
+        );
+        println!(
+            "idle enqueue → done seen by a polling client:               p50 {}  p99 {}",
+            ms(round_trip.value_at_quantile(0.5)),
+            ms(round_trip.value_at_quantile(0.99))
+        );
+
+        let overhead = sandbox_overhead(2000).await;
+        println!(
+            "sandbox: instantiate + call no-op handler:                  p50 {:.1} µs  p99 {:.1} µs",
+            overhead.value_at_quantile(0.5) as f64 / 1000.0,
+            overhead.value_at_quantile(0.99) as f64 / 1000.0
+        );
+    });
+}

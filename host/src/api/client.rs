@@ -1,0 +1,89 @@
+//! A small client for a running host's API, used by the CLI's client commands.
+
+use serde_json::Value;
+
+/// Errors talking to a host.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach the Spool host at {url}: {source}; is `spool serve` running there? (set --url or SPOOL_URL)")]
+    Unreachable { url: String, source: reqwest::Error },
+    #[error("{code} ({status}): {message}")]
+    Api { status: u16, code: String, message: String },
+    #[error("unexpected answer from {url}: {detail}")]
+    Protocol { url: String, detail: String },
+}
+
+/// A connection to one host.
+pub struct Client {
+    base: String,
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+impl Client {
+    /// A client for the host at `base` (e.g. `http://127.0.0.1:8787`).
+    pub fn new(base: &str, token: Option<String>) -> Self {
+        Client { base: base.trim_end_matches('/').to_string(), token, http: reqwest::Client::new() }
+    }
+
+    /// `POST /tasks`.
+    pub async fn enqueue(&self, request: &Value) -> Result<Value, ClientError> {
+        self.send(self.http.post(self.url("/tasks")).json(request)).await
+    }
+
+    /// `GET /tasks/{id}`.
+    pub async fn task(&self, id: i64) -> Result<Value, ClientError> {
+        self.send(self.http.get(self.url(&format!("/tasks/{id}")))).await
+    }
+
+    /// `GET /tasks` with filters.
+    pub async fn list(&self, status: Option<&str>, task_type: Option<&str>, limit: usize) -> Result<Value, ClientError> {
+        let mut query = vec![("limit", limit.to_string())];
+        if let Some(status) = status {
+            query.push(("status", status.to_string()));
+        }
+        if let Some(task_type) = task_type {
+            query.push(("type", task_type.to_string()));
+        }
+        self.send(self.http.get(self.url("/tasks")).query(&query)).await
+    }
+
+    /// `POST /tasks/{id}/retry`.
+    pub async fn retry(&self, id: i64) -> Result<Value, ClientError> {
+        self.send(self.http.post(self.url(&format!("/tasks/{id}/retry")))).await
+    }
+
+    /// `POST /tasks/{id}/cancel`.
+    pub async fn cancel(&self, id: i64) -> Result<Value, ClientError> {
+        self.send(self.http.post(self.url(&format!("/tasks/{id}/cancel")))).await
+    }
+
+    /// `GET /health`.
+    pub async fn health(&self) -> Result<Value, ClientError> {
+        self.send(self.http.get(self.url("/health"))).await
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn send(&self, mut request: reqwest::RequestBuilder) -> Result<Value, ClientError> {
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|source| ClientError::Unreachable { url: self.base.clone(), source })?;
+        let status = response.status();
+        let body: Value = response.json().await.map_err(|e| ClientError::Protocol {
+            url: self.base.clone(),
+            detail: format!("status {status}, body is not JSON: {e}"),
+        })?;
+        if status.is_success() {
+            return Ok(body);
+        }
+        let field = |name: &str| body["error"][name].as_str().unwrap_or_default().to_string();
+        Err(ClientError::Api { status: status.as_u16(), code: field("code"), message: field("message") })
+    }
+}

@@ -1,0 +1,136 @@
+//! API errors: one type, rendered as JSON with a stable machine-readable `code` and a message
+//! that tells the caller what to do. Database internals never leak into a response.
+
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::store::StoreError;
+
+/// The body of every error response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable identifier: `invalid_json`, `invalid_request`, `unknown_task_type`,
+    /// `payload_too_large`, `unauthorized`, `not_found`, `conflict`, `unsupported_media_type`,
+    /// `unavailable`, `internal`.
+    pub code: &'static str,
+    /// Human-readable explanation with the fix.
+    pub message: String,
+    /// For `unknown_task_type`: the task types this host can run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub known_task_types: Option<Vec<String>>,
+    /// For batch requests: the position of the offending task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
+}
+
+/// An error an API handler returns.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub detail: ErrorDetail,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            detail: ErrorDetail { code, message: message.into(), known_task_types: None, index: None },
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", message)
+    }
+
+    pub fn too_large(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+    }
+
+    pub fn unknown_task_type(task_type: &str, known: Vec<String>) -> Self {
+        let listed = if known.is_empty() { "none: add NAME.wasm to the plugin folder".to_string() } else { known.join(", ") };
+        let mut error = ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unknown_task_type",
+            format!("no plugin handles task type `{task_type}`; known task types: {listed}"),
+        );
+        error.detail.known_task_types = Some(known);
+        error
+    }
+
+    pub fn unauthorized() -> Self {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "this host requires an API token for changes: send `Authorization: Bearer <token>` (the CLI reads SPOOL_API_TOKEN)",
+        )
+    }
+
+    /// Marks which task of a batch the error is about.
+    pub fn at_index(mut self, index: usize) -> Self {
+        self.detail.message = format!("tasks[{index}]: {}", self.detail.message);
+        self.detail.index = Some(index);
+        self
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(ErrorBody { error: self.detail })).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match &error {
+            StoreError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", error.to_string()),
+            StoreError::Conflict { .. } => ApiError::new(StatusCode::CONFLICT, "conflict", error.to_string()),
+            StoreError::Database(_) => {
+                tracing::error!("database error serving a request: {error}");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "the task database is not answering; nothing was changed, try again shortly",
+                )
+            }
+            _ => {
+                tracing::error!("store error serving a request: {error}");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error; see the host's log")
+            }
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        match &rejection {
+            JsonRejection::JsonSyntaxError(_) => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                format!("the request body is not valid JSON: {}", rejection.body_text()),
+            ),
+            JsonRejection::JsonDataError(_) => ApiError::invalid(format!(
+                "the request body does not have the expected fields: {}",
+                rejection.body_text()
+            )),
+            JsonRejection::MissingJsonContentType(_) => ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send the body as JSON with `Content-Type: application/json`",
+            ),
+            _ if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::too_large(
+                "the request body is larger than this host accepts (max_body); split the batch or shrink the payloads",
+            ),
+            _ => ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", rejection.body_text()),
+        }
+    }
+}

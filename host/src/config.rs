@@ -1,0 +1,293 @@
+//! One validated configuration for a host, merged from (highest first) command-line flags,
+//! `SPOOL_*` environment variables, the config file (`spool.toml`), and built-in defaults.
+//!
+//! [`Settings`] is the unvalidated form shared by all three sources (it is both a clap argument
+//! group and a serde table, so a setting has one name everywhere: `--poll-interval`,
+//! `SPOOL_POLL_INTERVAL`, `poll_interval = "1s"`). [`Config`] is the validated result every
+//! service receives.
+
+use clap::Args;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::backoff::Backoff;
+use crate::plugins::manifest::parse_byte_size;
+
+/// The database when none is configured: a file in the working directory.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://spool.db";
+/// The plugin folder when none is configured.
+pub const DEFAULT_PLUGIN_DIR: &str = "plugins";
+/// Loopback only: exposing the API is a decision the operator makes explicitly.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
+/// Polling only covers writers on other hosts and scheduled tasks; local enqueues wake at once.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// A lease long enough that heartbeats (every third of it) never let a live task expire.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+/// How often expired leases are looked for.
+pub const DEFAULT_RESCUE_INTERVAL: Duration = Duration::from_secs(15);
+/// How long running tasks get to finish on shutdown before they are returned to pending.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// The essay's default: three retries after the first attempt.
+pub const DEFAULT_MAX_RETRY: u32 = 3;
+/// Fuel per attempt: a few seconds of pure computation on current hardware.
+pub const DEFAULT_FUEL: u64 = 10_000_000_000;
+/// Linear memory per attempt.
+pub const DEFAULT_MEMORY: usize = 256 << 20;
+/// The largest payload accepted; a task table is no place for files.
+pub const DEFAULT_MAX_PAYLOAD: usize = 1 << 20;
+/// The largest request body (a batch of payloads).
+pub const DEFAULT_MAX_BODY: usize = 16 << 20;
+/// The most tasks one batch request may enqueue.
+pub const DEFAULT_MAX_BATCH: usize = 10_000;
+
+/// Settings from one source; every field optional so sources can be layered.
+#[derive(Debug, Clone, Default, Args, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Database URL [default: sqlite://spool.db]
+    #[arg(long, env = "SPOOL_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Folder of handler components (NAME.wasm registers task type NAME) [default: plugins]
+    #[arg(long = "plugins", env = "SPOOL_PLUGINS")]
+    pub plugins: Option<PathBuf>,
+    /// Address the HTTP API listens on [default: 127.0.0.1:8787]
+    #[arg(long, env = "SPOOL_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Tasks run at once on this host [default: 4 × CPU cores]
+    #[arg(long, env = "SPOOL_CONCURRENCY")]
+    pub concurrency: Option<usize>,
+    /// Bearer token every mutating API request must carry [default: none]
+    #[arg(long, env = "SPOOL_API_TOKEN", hide_env_values = true)]
+    pub api_token: Option<String>,
+    /// How often to look for due tasks when nothing woke the dispatcher [default: 1s]
+    #[arg(long, env = "SPOOL_POLL_INTERVAL", value_parser = humantime::parse_duration)]
+    #[serde(default, with = "humantime_serde")]
+    pub poll_interval: Option<Duration>,
+    /// How long a claimed task is leased before another host may rescue it [default: 60s]
+    #[arg(long, env = "SPOOL_LEASE", value_parser = humantime::parse_duration)]
+    #[serde(default, with = "humantime_serde")]
+    pub lease: Option<Duration>,
+    /// How often to rescue tasks whose lease expired [default: 15s]
+    #[arg(long, env = "SPOOL_RESCUE_INTERVAL", value_parser = humantime::parse_duration)]
+    #[serde(default, with = "humantime_serde")]
+    pub rescue_interval: Option<Duration>,
+    /// How long running tasks may finish on shutdown [default: 30s]
+    #[arg(long, env = "SPOOL_SHUTDOWN_GRACE", value_parser = humantime::parse_duration)]
+    #[serde(default, with = "humantime_serde")]
+    pub shutdown_grace: Option<Duration>,
+    /// Retries after the first attempt, unless a manifest or the request says otherwise [default: 3]
+    #[arg(long, env = "SPOOL_MAX_RETRY")]
+    pub max_retry: Option<u32>,
+    /// Delay before the first retry; doubles each retry [default: 30s]
+    #[arg(long, env = "SPOOL_BACKOFF_BASE", value_parser = humantime::parse_duration)]
+    #[serde(default, with = "humantime_serde")]
+    pub backoff_base: Option<Duration>,
+    /// Longest delay between retries [default: 24h]
+    #[arg(long, env = "SPOOL_BACKOFF_MAX", value_parser = humantime::parse_duration)]
+    #[serde(default, with = "humantime_serde")]
+    pub backoff_max: Option<Duration>,
+    /// Spread each retry delay by ± this fraction [default: 0]
+    #[arg(long, env = "SPOOL_BACKOFF_JITTER")]
+    pub backoff_jitter: Option<f64>,
+    /// Fuel per attempt, the per-task time limit [default: 10000000000]
+    #[arg(long, env = "SPOOL_FUEL")]
+    pub fuel: Option<u64>,
+    /// Linear memory per attempt, e.g. 256MiB [default: 256MiB]
+    #[arg(long, env = "SPOOL_MEMORY")]
+    pub memory: Option<String>,
+    /// Largest accepted task payload, e.g. 1MiB [default: 1MiB]
+    #[arg(long, env = "SPOOL_MAX_PAYLOAD")]
+    pub max_payload: Option<String>,
+    /// Largest accepted request body, e.g. 16MiB [default: 16MiB]
+    #[arg(long, env = "SPOOL_MAX_BODY")]
+    pub max_body: Option<String>,
+    /// Most tasks in one batch request [default: 10000]
+    #[arg(long, env = "SPOOL_MAX_BATCH")]
+    pub max_batch: Option<usize>,
+}
+
+impl Settings {
+    /// Fills every field this source leaves unset from `lower`.
+    pub fn or(self, lower: Settings) -> Settings {
+        Settings {
+            database_url: self.database_url.or(lower.database_url),
+            plugins: self.plugins.or(lower.plugins),
+            listen: self.listen.or(lower.listen),
+            concurrency: self.concurrency.or(lower.concurrency),
+            api_token: self.api_token.or(lower.api_token),
+            poll_interval: self.poll_interval.or(lower.poll_interval),
+            lease: self.lease.or(lower.lease),
+            rescue_interval: self.rescue_interval.or(lower.rescue_interval),
+            shutdown_grace: self.shutdown_grace.or(lower.shutdown_grace),
+            max_retry: self.max_retry.or(lower.max_retry),
+            backoff_base: self.backoff_base.or(lower.backoff_base),
+            backoff_max: self.backoff_max.or(lower.backoff_max),
+            backoff_jitter: self.backoff_jitter.or(lower.backoff_jitter),
+            fuel: self.fuel.or(lower.fuel),
+            memory: self.memory.or(lower.memory),
+            max_payload: self.max_payload.or(lower.max_payload),
+            max_body: self.max_body.or(lower.max_body),
+            max_batch: self.max_batch.or(lower.max_batch),
+        }
+    }
+
+    /// Reads a config file. `required` makes a missing file an error (an explicit `--config`).
+    pub fn from_file(path: &Path, required: bool) -> Result<Settings, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => toml::from_str(&text)
+                .map_err(|e| ConfigError(format!("{}: {e}", path.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => Ok(Settings::default()),
+            Err(e) => Err(ConfigError(format!("cannot read config file {}: {e}", path.display()))),
+        }
+    }
+}
+
+/// A configuration that cannot be used; the message says which setting and what to do.
+#[derive(Debug, thiserror::Error)]
+#[error("configuration error: {0}")]
+pub struct ConfigError(pub String);
+
+/// Per-task-type defaults; a plugin's manifest overrides them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Defaults {
+    pub max_retry: u32,
+    pub backoff: Backoff,
+    pub fuel: u64,
+    pub memory_bytes: usize,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            max_retry: DEFAULT_MAX_RETRY,
+            backoff: Backoff::default(),
+            fuel: DEFAULT_FUEL,
+            memory_bytes: DEFAULT_MEMORY,
+        }
+    }
+}
+
+/// The validated configuration of one host.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub database_url: String,
+    pub plugin_dir: PathBuf,
+    pub listen: SocketAddr,
+    pub concurrency: usize,
+    pub api_token: Option<String>,
+    pub poll_interval: Duration,
+    pub lease: Duration,
+    pub rescue_interval: Duration,
+    pub shutdown_grace: Duration,
+    pub defaults: Defaults,
+    pub max_payload_bytes: usize,
+    pub max_body_bytes: usize,
+    pub max_batch: usize,
+}
+
+impl Config {
+    /// Validates merged settings, applying defaults.
+    pub fn from_settings(settings: Settings) -> Result<Config, ConfigError> {
+        let size = |value: Option<String>, name: &str, default: usize| match value {
+            None => Ok(default),
+            Some(text) => parse_byte_size(&text).map_err(|e| ConfigError(format!("{name}: {e}"))),
+        };
+        let positive = |value: Option<Duration>, name: &str, default: Duration| {
+            let value = value.unwrap_or(default);
+            if value.is_zero() {
+                Err(ConfigError(format!("{name} must be longer than zero")))
+            } else {
+                Ok(value)
+            }
+        };
+        let concurrency = settings.concurrency.unwrap_or_else(|| {
+            4 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+        });
+        if concurrency == 0 {
+            return Err(ConfigError("concurrency must be at least 1".into()));
+        }
+        let jitter = settings.backoff_jitter.unwrap_or(0.0);
+        if !(0.0..=1.0).contains(&jitter) {
+            return Err(ConfigError(format!("backoff_jitter = {jitter}: use a fraction between 0 and 1")));
+        }
+        let lease = positive(settings.lease, "lease", DEFAULT_LEASE)?;
+        let api_token = settings.api_token.filter(|t| !t.is_empty());
+        let max_batch = settings.max_batch.unwrap_or(DEFAULT_MAX_BATCH);
+        if max_batch == 0 {
+            return Err(ConfigError("max_batch must be at least 1".into()));
+        }
+        let max_payload_bytes = size(settings.max_payload, "max_payload", DEFAULT_MAX_PAYLOAD)?;
+        let max_body_bytes = size(settings.max_body, "max_body", DEFAULT_MAX_BODY)?;
+        if max_body_bytes < max_payload_bytes {
+            return Err(ConfigError("max_body must be at least max_payload".into()));
+        }
+        Ok(Config {
+            database_url: settings.database_url.unwrap_or_else(|| DEFAULT_DATABASE_URL.into()),
+            plugin_dir: settings.plugins.unwrap_or_else(|| DEFAULT_PLUGIN_DIR.into()),
+            listen: settings.listen.unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default")),
+            concurrency,
+            api_token,
+            poll_interval: positive(settings.poll_interval, "poll_interval", DEFAULT_POLL_INTERVAL)?,
+            lease,
+            rescue_interval: positive(settings.rescue_interval, "rescue_interval", DEFAULT_RESCUE_INTERVAL)?,
+            shutdown_grace: settings.shutdown_grace.unwrap_or(DEFAULT_SHUTDOWN_GRACE),
+            defaults: Defaults {
+                max_retry: settings.max_retry.unwrap_or(DEFAULT_MAX_RETRY),
+                backoff: Backoff::new(
+                    positive(settings.backoff_base, "backoff_base", crate::backoff::DEFAULT_BASE)?,
+                    positive(settings.backoff_max, "backoff_max", crate::backoff::DEFAULT_MAX_DELAY)?,
+                    jitter,
+                ),
+                fuel: settings.fuel.filter(|f| *f > 0).unwrap_or(DEFAULT_FUEL),
+                memory_bytes: size(settings.memory, "memory", DEFAULT_MEMORY)?,
+            },
+            max_payload_bytes,
+            max_body_bytes,
+            max_batch,
+        })
+    }
+
+    /// How often running tasks' leases are extended: three times per lease, so one missed
+    /// heartbeat never lets a live task expire.
+    pub fn heartbeat_interval(&self) -> Duration {
+        self.lease / 3
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_apply() {
+        let config = Config::from_settings(Settings::default()).unwrap();
+        assert_eq!(config.database_url, DEFAULT_DATABASE_URL);
+        assert_eq!(config.listen.to_string(), DEFAULT_LISTEN);
+        assert!(config.listen.ip().is_loopback());
+        assert_eq!(config.defaults.backoff.base, Duration::from_secs(30));
+        assert!(config.concurrency >= 4);
+        assert_eq!(config.api_token, None);
+    }
+
+    #[test]
+    fn higher_sources_win() {
+        let file: Settings = toml::from_str("concurrency = 3\npoll_interval = \"250ms\"\nmax_retry = 7").unwrap();
+        let flags = Settings { concurrency: Some(9), ..Settings::default() };
+        let config = Config::from_settings(flags.or(file)).unwrap();
+        assert_eq!(config.concurrency, 9);
+        assert_eq!(config.poll_interval, Duration::from_millis(250));
+        assert_eq!(config.defaults.max_retry, 7);
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let err = Config::from_settings(Settings { concurrency: Some(0), ..Default::default() }).unwrap_err();
+        assert!(err.to_string().contains("concurrency"));
+        let err = Config::from_settings(Settings { max_payload: Some("huge".into()), ..Default::default() }).unwrap_err();
+        assert!(err.to_string().contains("max_payload"));
+        let err = toml::from_str::<Settings>("concurency = 3").unwrap_err();
+        assert!(err.to_string().contains("concurency"));
+    }
+}

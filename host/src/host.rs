@@ -1,0 +1,170 @@
+//! Starts a host: opens the store, loads the plugin folder, starts the background services and
+//! the HTTP API, and stops them all in order when the shutdown signal says so.
+//!
+//! Stop order matters for "nothing is lost": the API stops taking requests, the dispatcher
+//! stops claiming and drains (finish or release), then the completer writes the last
+//! completions, and only then the database is closed.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::api::{self, AppState};
+use crate::config::Config;
+use crate::plugins::{self, Registry};
+use crate::sandbox::{self, Sandbox};
+use crate::shutdown::{Shutdown, Stage};
+use crate::store::{self, StoreError};
+use crate::worker::completer::Completer;
+use crate::worker::dispatcher::Dispatcher;
+use crate::worker::lease_keeper::LeaseKeeper;
+use crate::worker::rescuer::Rescuer;
+
+/// Why a host could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot open the task database: {0}")]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Engine(#[from] sandbox::EngineError),
+    #[error(transparent)]
+    Plugins(#[from] plugins::LoadError),
+    #[error("cannot listen on {addr}: {source}; choose another address with --listen")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("cannot start the sandbox thread pool: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// A host that is serving.
+pub struct RunningHost {
+    /// The address the API listens on (the real port when configured with port 0).
+    pub addr: SocketAddr,
+    /// The name this host writes into leases.
+    pub host_id: String,
+    shutdown: Shutdown,
+    stopped: JoinHandle<()>,
+}
+
+impl RunningHost {
+    /// The signal that stops this host: escalate once for a graceful stop, twice for immediate.
+    pub fn shutdown(&self) -> &Shutdown {
+        &self.shutdown
+    }
+
+    /// Resolves when the host has stopped and everything is written.
+    pub async fn stopped(self) {
+        let _ = self.stopped.await;
+    }
+}
+
+/// A name unique to this process: host name, process id and a random suffix.
+fn host_id() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "host".into());
+    format!("{name}-{}-{:04x}", std::process::id(), rand::random::<u16>())
+}
+
+/// Starts a host with `config`.
+pub async fn start(config: Config) -> Result<RunningHost, StartError> {
+    let config = Arc::new(config);
+    let host_id = host_id();
+    let shutdown = Shutdown::new();
+
+    let store = store::open(&config.database_url).await?;
+    let sandbox = Sandbox::new()?;
+    let registry = Arc::new(Registry::new());
+    let failures = plugins::load_folder(&config.plugin_dir, &sandbox, &config.defaults, &registry).await?;
+    if registry.task_types().is_empty() {
+        tracing::warn!(
+            folder = %config.plugin_dir.display(),
+            failed = failures.len(),
+            "no task types are loaded: add NAME.wasm handler components to the plugin folder"
+        );
+    }
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| StartError::Bind { addr: config.listen, source })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.listen, source })?;
+
+    // Attempts run on their own threads so CPU-bound handlers cannot starve the API.
+    let sandbox_threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    let sandbox_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(sandbox_threads)
+        .thread_name("spool-sandbox")
+        .enable_all()
+        .build()
+        .map_err(StartError::Runtime)?;
+
+    let wake = Arc::new(Notify::new());
+    let (completer, updates) = Completer::new(store.clone(), shutdown.clone());
+    let dispatcher = Dispatcher {
+        store: store.clone(),
+        registry: registry.clone(),
+        sandbox,
+        runtime: sandbox_runtime.handle().clone(),
+        updates,
+        owner: host_id.clone(),
+        concurrency: config.concurrency,
+        lease: config.lease,
+        poll_interval: config.poll_interval,
+        shutdown_grace: config.shutdown_grace,
+        wake: wake.clone(),
+        shutdown: shutdown.clone(),
+    };
+    let lease_keeper = LeaseKeeper {
+        store: store.clone(),
+        owner: host_id.clone(),
+        lease: config.lease,
+        interval: config.heartbeat_interval(),
+        shutdown: shutdown.clone(),
+    };
+    let rescuer = Rescuer {
+        store: store.clone(),
+        interval: config.rescue_interval,
+        wake: wake.clone(),
+        shutdown: shutdown.clone(),
+    };
+    let app = api::router(Arc::new(AppState {
+        store: store.clone(),
+        registry,
+        config: config.clone(),
+        wake,
+        host_id: host_id.clone(),
+    }));
+
+    let api_shutdown = shutdown.clone();
+    let server = tokio::spawn(async move {
+        let stop = async move { api_shutdown.reached(Stage::Graceful).await };
+        if let Err(error) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+            tracing::error!("the HTTP API stopped: {error}");
+        }
+    });
+    let completer = tokio::spawn(completer.run());
+    let lease_keeper = tokio::spawn(lease_keeper.run());
+    let rescuer = tokio::spawn(rescuer.run());
+    let dispatcher = tokio::spawn(dispatcher.run());
+
+    let stopping = shutdown.clone();
+    let stopped = tokio::spawn(async move {
+        stopping.reached(Stage::Graceful).await;
+        tracing::info!("shutting down: no new tasks are claimed");
+        let _ = dispatcher.await;
+        let _ = completer.await;
+        stopping.request(Stage::Immediate);
+        let _ = lease_keeper.await;
+        let _ = rescuer.await;
+        let _ = server.await;
+        store.close().await;
+        sandbox_runtime.shutdown_background();
+        tracing::info!("stopped; every task is either finished or back in the queue");
+    });
+
+    tracing::info!(%addr, host_id = %host_id, concurrency = config.concurrency, database = %config.database_url, "serving");
+    Ok(RunningHost { addr, host_id, shutdown, stopped })
+}

@@ -1,0 +1,30 @@
+//! Spool: a job runner whose queue is a plain database table and whose task handlers are
+//! sandboxed WebAssembly components.
+//!
+//! A web app inserts a row (through `POST /tasks` or the `spool enqueue` CLI); a Spool host
+//! claims it, runs the handler for its `task_type` in a fresh sandboxed instance, retries
+//! failures with exponential backoff, and parks exhausted tasks as dead letters.
+//!
+//! # Layout
+//! - [`config`]: one validated [`config::Config`] from flags, `SPOOL_*` variables and `spool.toml`.
+//! - [`task`]: the task model and its state machine (pure); [`backoff`]: the retry delay policy.
+//! - [`store`]: the only place with SQL: the [`store::Store`] trait and its SQLite backend.
+//! - [`worker`]: background services: dispatcher, batch completer, lease keeper, rescuer.
+//! - [`plugins`]: the plugin folder, per-type manifests, the task type registry.
+//! - [`sandbox`]: the only place with wasmtime: compiling and running handler components.
+//! - [`api`]: the only place with HTTP: the axum routes, errors, OpenAPI, and the CLI's client.
+//! - [`host`]: starts and stops all of the above; [`shutdown`]: the two-stage stop signal.
+
+pub mod api;
+pub mod backoff;
+pub mod config;
+pub mod host;
+pub mod plugins;
+pub mod sandbox;
+pub mod shutdown;
+pub mod store;
+pub mod task;
+pub mod worker;
+
+pub use config::Config;
+pub use host::{start, RunningHost, StartError};

@@ -1,0 +1,253 @@
+//! The `spool` command line: `serve` runs a host; the other commands talk to a running host's
+//! HTTP API. Only argument parsing and printing live here.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use spool::api::client::Client;
+use spool::config::{Config, Settings};
+use spool::shutdown::os_signal;
+
+#[derive(Parser)]
+#[command(name = "spool", version, about = "A job runner: a task table in your database, handlers as sandboxed WebAssembly components.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a host: serve the API and work the queue until Ctrl-C or SIGTERM (a second signal stops at once).
+    Serve(ServeArgs),
+    /// Enqueue a task on a running host.
+    Enqueue(EnqueueArgs),
+    /// Show one task.
+    Status(StatusArgs),
+    /// List tasks, newest first.
+    Tasks(TasksArgs),
+    /// Send a failed or cancelled task back to the queue.
+    Retry(IdArgs),
+    /// Cancel a pending or running task.
+    Cancel(IdArgs),
+    /// Show a host's health: database, task types, counts per state.
+    Health(ClientArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Config file; settings in it are overridden by SPOOL_* variables and flags [default: spool.toml if present]
+    #[arg(long, env = "SPOOL_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    settings: Settings,
+}
+
+#[derive(Args)]
+struct ClientArgs {
+    /// The host's API address
+    #[arg(long, env = "SPOOL_URL", default_value = "http://127.0.0.1:8787")]
+    url: String,
+    /// API token, if the host requires one for changes
+    #[arg(long, env = "SPOOL_API_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+impl ClientArgs {
+    fn client(&self) -> Client {
+        Client::new(&self.url, self.token.clone())
+    }
+}
+
+#[derive(Args)]
+struct EnqueueArgs {
+    /// The task type (a plugin TASK_TYPE.wasm must be loaded on the host)
+    task_type: String,
+    /// The JSON payload [default: {}]
+    payload: Option<String>,
+    /// Higher runs first
+    #[arg(long)]
+    priority: Option<i32>,
+    /// Run no earlier than this long from now, e.g. 30s or 5m
+    #[arg(long, conflicts_with = "run_at")]
+    delay: Option<String>,
+    /// Run no earlier than this time (RFC 3339)
+    #[arg(long)]
+    run_at: Option<String>,
+    /// Retries after the first attempt
+    #[arg(long)]
+    max_retry: Option<u32>,
+    /// At most one task per (type, key); repeating the key returns the existing task
+    #[arg(long)]
+    idempotency_key: Option<String>,
+    /// Wait until the task is done, failed or cancelled, then print it
+    #[arg(long)]
+    wait: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Args)]
+struct StatusArgs {
+    /// Task id
+    id: i64,
+    /// Wait until the task is done, failed or cancelled
+    #[arg(long)]
+    wait: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Args)]
+struct TasksArgs {
+    /// Only tasks in this state: pending, running, done, failed, cancelled
+    #[arg(long)]
+    status: Option<String>,
+    /// Only tasks of this type
+    #[arg(long = "type")]
+    task_type: Option<String>,
+    /// How many
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Args)]
+struct IdArgs {
+    /// Task id
+    id: i64,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => serve(args).await,
+            Command::Enqueue(args) => enqueue(args).await,
+            Command::Status(args) => status(args).await,
+            Command::Tasks(args) => {
+                let page = args.client.client().list(args.status.as_deref(), args.task_type.as_deref(), args.limit).await?;
+                print_tasks(&page);
+                Ok(())
+            }
+            Command::Retry(args) => print_json(&args.client.client().retry(args.id).await?),
+            Command::Cancel(args) => print_json(&args.client.client().cancel(args.id).await?),
+            Command::Health(args) => print_json(&args.client().health().await?),
+        }
+    })
+}
+
+async fn serve(args: ServeArgs) -> Result<()> {
+    let file = match &args.config {
+        Some(path) => Settings::from_file(path, true)?,
+        None => Settings::from_file(std::path::Path::new("spool.toml"), false)?,
+    };
+    let config = Config::from_settings(args.settings.or(file))?;
+    let host = spool::start(config).await?;
+    println!("spool listening on http://{}", host.addr);
+    std::io::stdout().flush().ok();
+    let shutdown = host.shutdown().clone();
+    tokio::spawn(async move {
+        os_signal().await;
+        eprintln!("stopping: running tasks get the grace period to finish (signal again to stop now)");
+        shutdown.escalate();
+        os_signal().await;
+        eprintln!("stopping now: unfinished tasks go back to the queue");
+        shutdown.escalate();
+    });
+    host.stopped().await;
+    Ok(())
+}
+
+async fn enqueue(args: EnqueueArgs) -> Result<()> {
+    let payload: Value = match &args.payload {
+        Some(text) => serde_json::from_str(text).context("the payload is not valid JSON")?,
+        None => json!({}),
+    };
+    let mut request = json!({ "task_type": args.task_type, "payload": payload });
+    let fields = [
+        ("priority", args.priority.map(Value::from)),
+        ("delay", args.delay.map(Value::from)),
+        ("run_at", args.run_at.map(Value::from)),
+        ("max_retry", args.max_retry.map(Value::from)),
+        ("idempotency_key", args.idempotency_key.map(Value::from)),
+    ];
+    for (name, value) in fields {
+        if let Some(value) = value {
+            request[name] = value;
+        }
+    }
+    let client = args.client.client();
+    let task = client.enqueue(&request).await?;
+    if !args.wait {
+        return print_json(&task);
+    }
+    let id = task["id"].as_i64().context("the host's answer has no task id")?;
+    wait_for(&client, id).await
+}
+
+async fn status(args: StatusArgs) -> Result<()> {
+    let client = args.client.client();
+    if args.wait {
+        wait_for(&client, args.id).await
+    } else {
+        print_json(&client.task(args.id).await?)
+    }
+}
+
+/// Polls until the task reaches a final state; fails the command unless it is done.
+async fn wait_for(client: &Client, id: i64) -> Result<()> {
+    loop {
+        let task = client.task(id).await?;
+        match task["status"].as_str() {
+            Some("done") => return print_json(&task),
+            Some(status @ ("failed" | "cancelled")) => {
+                print_json(&task)?;
+                bail!("task {id} is {status}: {}", task["last_error"].as_str().unwrap_or("no error recorded"));
+            }
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+fn print_json(value: &Value) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+fn print_tasks(page: &Value) {
+    println!("{:>8}  {:<16} {:<10} {:>8}  {:<24}  {}", "ID", "TYPE", "STATUS", "ATTEMPTS", "UPDATED", "RESULT / ERROR");
+    for task in page["tasks"].as_array().into_iter().flatten() {
+        let outcome = match task["status"].as_str() {
+            Some("done") => task["result"].to_string(),
+            _ => task["last_error"].as_str().unwrap_or("").to_string(),
+        };
+        let outcome: String = outcome.chars().take(60).collect();
+        println!(
+            "{:>8}  {:<16} {:<10} {:>8}  {:<24}  {}",
+            task["id"],
+            task["task_type"].as_str().unwrap_or(""),
+            task["status"].as_str().unwrap_or(""),
+            task["attempts"],
+            task["updated_at"].as_str().unwrap_or(""),
+            outcome
+        );
+    }
+    if let Some(next) = page["next_before"].as_i64() {
+        println!("(more: GET /tasks?before={next})");
+    }
+}

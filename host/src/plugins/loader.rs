@@ -1,0 +1,121 @@
+//! Reads the plugin folder and compiles each component into the registry.
+
+use chrono::Utc;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+use super::{Manifest, Plugin, Registry};
+use crate::config::Defaults;
+use crate::sandbox::Sandbox;
+
+/// Why one plugin file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{path}: cannot read: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: the file name must be a task type name (letters, digits, `_` or `-`, at most 64 characters) followed by .wasm")]
+    BadName { path: PathBuf },
+    #[error("{path}: {source}")]
+    Compile { path: PathBuf, source: crate::sandbox::CompileError },
+    #[error("{path}: invalid manifest: {message}")]
+    Manifest { path: PathBuf, message: String },
+    #[error("plugin folder {path} cannot be read: {source}; create it or point --plugins at the folder with your .wasm files")]
+    Folder { path: PathBuf, source: std::io::Error },
+}
+
+/// Whether `name` is usable as a task type (and so as a file stem).
+pub fn is_valid_task_type(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Loads every `*.wasm` in `folder` into `registry`. A file that fails to load is logged and
+/// recorded in the registry's errors; the others still load. Returns the failures.
+pub async fn load_folder(
+    folder: &Path,
+    sandbox: &Sandbox,
+    defaults: &Defaults,
+    registry: &Registry,
+) -> Result<Vec<LoadError>, LoadError> {
+    let entries = std::fs::read_dir(folder)
+        .map_err(|source| LoadError::Folder { path: folder.to_path_buf(), source })?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "wasm") && path.is_file())
+        .collect();
+    paths.sort();
+    let mut failures = Vec::new();
+    for path in paths {
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
+        match load_plugin(&path, sandbox, defaults).await {
+            Ok(plugin) => {
+                tracing::info!(
+                    task_type = %plugin.task_type,
+                    version = %&plugin.version[..12],
+                    "loaded plugin {}", path.display()
+                );
+                registry.insert(plugin);
+            }
+            Err(error) => {
+                tracing::error!("{error}");
+                registry.record_error(&stem, error.to_string());
+                failures.push(error);
+            }
+        }
+    }
+    Ok(failures)
+}
+
+/// Reads, hashes and compiles one component plus its manifest.
+pub async fn load_plugin(
+    path: &Path,
+    sandbox: &Sandbox,
+    defaults: &Defaults,
+) -> Result<Plugin, LoadError> {
+    let task_type = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .filter(|name| is_valid_task_type(name))
+        .ok_or_else(|| LoadError::BadName { path: path.to_path_buf() })?
+        .to_string();
+    let bytes = tokio::fs::read(path)
+        .await
+        .map_err(|source| LoadError::Read { path: path.to_path_buf(), source })?;
+    let manifest_path = path.with_extension("toml");
+    let manifest = match tokio::fs::read_to_string(&manifest_path).await {
+        Ok(text) => Manifest::parse(&text)
+            .map_err(|message| LoadError::Manifest { path: manifest_path.clone(), message })?,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Manifest::default(),
+        Err(source) => return Err(LoadError::Read { path: manifest_path, source }),
+    };
+    let version = hex::encode(Sha256::digest(&bytes));
+    let compiler = sandbox.clone();
+    let handler = tokio::task::spawn_blocking(move || compiler.compile(&bytes))
+        .await
+        .expect("compile task panicked")
+        .map_err(|source| LoadError::Compile { path: path.to_path_buf(), source })?;
+    Ok(Plugin {
+        task_type,
+        version,
+        path: path.to_path_buf(),
+        loaded_at: Utc::now(),
+        policy: manifest.resolve(defaults),
+        handler,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_type_names() {
+        assert!(is_valid_task_type("report"));
+        assert!(is_valid_task_type("send-email_v2"));
+        assert!(!is_valid_task_type(""));
+        assert!(!is_valid_task_type("has space"));
+        assert!(!is_valid_task_type("dots.not.allowed"));
+        assert!(!is_valid_task_type(&"x".repeat(65)));
+    }
+}

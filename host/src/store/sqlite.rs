@@ -1,0 +1,648 @@
+//! The embedded SQLite backend: one file, nothing to install or run.
+//!
+//! Connections run in WAL mode with `synchronous = NORMAL`: a committed transaction survives
+//! the process being killed (the property the queue needs: a host killed mid-task loses
+//! nothing); only an operating-system crash or power cut can lose the last commits.
+//!
+//! SQLite allows one writer at a time, so writes go through a pool of exactly one connection
+//! (no lock contention, no `SQLITE_BUSY` between our own writers) while reads use a separate
+//! pool of several read-only connections that WAL lets run beside the writer. Other processes
+//! writing the same file are waited for up to the busy timeout.
+//!
+//! Claims need no `SKIP LOCKED`: a single `UPDATE … WHERE id IN (SELECT … LIMIT n) RETURNING`
+//! is atomic under SQLite's single-writer lock, so two hosts can never take the same row.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{QueryBuilder, Sqlite};
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::{
+    ClaimRequest, Completion, ProgressUpdate, RescueReport, StatusCounts, Store, StoreError,
+    TaskFilter,
+};
+use crate::task::{Enqueued, NewTask, Status, Task, TaskId};
+
+/// How long a statement waits for another process's write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Read connections; WAL lets them read while the single writer writes.
+const READ_CONNECTIONS: u32 = 4;
+/// Rows per multi-row INSERT; 8 bound values a row stays far below SQLite's variable limit.
+const INSERT_CHUNK: usize = 500;
+/// The message a rescued attempt records.
+const LEASE_EXPIRED: &str = "lease expired: the host running this attempt stopped (crashed or was killed) before it finished";
+
+/// A task store in one SQLite file.
+pub struct SqliteStore {
+    writer: SqlitePool,
+    reader: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `url` (`sqlite://PATH`) and applies the
+    /// embedded migrations.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(BUSY_TIMEOUT)
+            .pragma("temp_store", "memory");
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .acquire_timeout(BUSY_TIMEOUT * 3)
+            .connect_with(options.clone())
+            .await?;
+        sqlx::migrate!("../migrations/sqlite").run(&writer).await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(READ_CONNECTIONS)
+            .acquire_timeout(BUSY_TIMEOUT * 3)
+            .connect_with(options.read_only(true))
+            .await?;
+        Ok(SqliteStore { writer, reader })
+    }
+}
+
+/// Status codes stored in the `status` column (the essay's TINYINT).
+fn status_code(status: Status) -> i64 {
+    match status {
+        Status::Pending => 0,
+        Status::Running => 1,
+        Status::Done => 2,
+        Status::Failed => 3,
+        Status::Cancelled => 4,
+    }
+}
+
+fn status_from_code(code: i64) -> Option<Status> {
+    Status::ALL.into_iter().find(|status| status_code(*status) == code)
+}
+
+fn millis(time: DateTime<Utc>) -> i64 {
+    time.timestamp_millis()
+}
+
+fn time_from_millis(id: TaskId, ms: i64) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::from_timestamp_millis(ms)
+        .ok_or_else(|| StoreError::Corrupt { id, reason: format!("timestamp {ms} is out of range") })
+}
+
+/// A row of `async_task` as SQLite returns it.
+#[derive(sqlx::FromRow)]
+struct TaskRow {
+    id: i64,
+    task_type: String,
+    payload: String,
+    status: i64,
+    priority: i64,
+    retry_count: i64,
+    max_retry: i64,
+    next_run_at: i64,
+    idempotency_key: Option<String>,
+    lease_owner: Option<String>,
+    lease_expires_at: Option<i64>,
+    attempted_at: Option<i64>,
+    finished_at: Option<i64>,
+    last_error: Option<String>,
+    result: Option<String>,
+    progress: Option<i64>,
+    progress_note: Option<String>,
+    plugin_version: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl TryFrom<TaskRow> for Task {
+    type Error = StoreError;
+
+    fn try_from(row: TaskRow) -> Result<Task, StoreError> {
+        let id = row.id;
+        let corrupt = |reason: String| StoreError::Corrupt { id, reason };
+        let optional_time = |ms: Option<i64>| ms.map(|ms| time_from_millis(id, ms)).transpose();
+        Ok(Task {
+            id,
+            payload: serde_json::from_str(&row.payload)
+                .map_err(|e| corrupt(format!("payload is not JSON: {e}")))?,
+            task_type: row.task_type,
+            status: status_from_code(row.status)
+                .ok_or_else(|| corrupt(format!("unknown status code {}", row.status)))?,
+            priority: i32::try_from(row.priority).map_err(|e| corrupt(e.to_string()))?,
+            retry_count: u32::try_from(row.retry_count).map_err(|e| corrupt(e.to_string()))?,
+            max_retry: u32::try_from(row.max_retry).map_err(|e| corrupt(e.to_string()))?,
+            next_run_at: time_from_millis(id, row.next_run_at)?,
+            idempotency_key: row.idempotency_key,
+            lease_owner: row.lease_owner,
+            lease_expires_at: optional_time(row.lease_expires_at)?,
+            attempted_at: optional_time(row.attempted_at)?,
+            finished_at: optional_time(row.finished_at)?,
+            last_error: row.last_error,
+            result: row.result,
+            progress: row.progress.map(|p| p.clamp(0, 100) as u8),
+            progress_note: row.progress_note,
+            plugin_version: row.plugin_version,
+            created_at: time_from_millis(id, row.created_at)?,
+            updated_at: time_from_millis(id, row.updated_at)?,
+        })
+    }
+}
+
+fn into_tasks(rows: Vec<TaskRow>) -> Result<Vec<Task>, StoreError> {
+    rows.into_iter().map(Task::try_from).collect()
+}
+
+/// Matches the inserted rows of one chunk back to its inputs.
+///
+/// SQLite assigns increasing ids in VALUES order, so the inserted rows sorted by id are the
+/// inputs that did not conflict, in input order. An input with an idempotency key was inserted
+/// only if its key came back (and only its first occurrence within the chunk); every other
+/// input is a duplicate, returned as `None` here and looked up afterwards.
+fn match_inserted(chunk: &[NewTask], mut inserted: Vec<Task>) -> Vec<Option<Task>> {
+    inserted.sort_by_key(|task| task.id);
+    let mut returned_keys: std::collections::HashSet<(String, String)> = inserted
+        .iter()
+        .filter_map(|t| t.idempotency_key.clone().map(|k| (t.task_type.clone(), k)))
+        .collect();
+    let mut rows = inserted.into_iter();
+    chunk
+        .iter()
+        .map(|new| match &new.idempotency_key {
+            None => rows.next(),
+            Some(key) if returned_keys.remove(&(new.task_type.clone(), key.clone())) => rows.next(),
+            Some(_) => None,
+        })
+        .collect()
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
+        let now = millis(Utc::now());
+        let mut results: Vec<Enqueued> = Vec::with_capacity(tasks.len());
+        let mut tx = self.writer.begin().await?;
+        for chunk in tasks.chunks(INSERT_CHUNK) {
+            let mut insert = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO async_task (task_type, payload, priority, max_retry, next_run_at, \
+                 idempotency_key, created_at, updated_at) ",
+            );
+            insert.push_values(chunk, |mut row, task| {
+                row.push_bind(&task.task_type)
+                    .push_bind(&task.payload)
+                    .push_bind(task.priority)
+                    .push_bind(task.max_retry)
+                    .push_bind(millis(task.run_at))
+                    .push_bind(&task.idempotency_key)
+                    .push_bind(now)
+                    .push_bind(now);
+            });
+            insert.push(" ON CONFLICT DO NOTHING RETURNING *");
+            let rows: Vec<TaskRow> = insert.build_query_as().fetch_all(&mut *tx).await?;
+            for (new, inserted) in chunk.iter().zip(match_inserted(chunk, into_tasks(rows)?)) {
+                let enqueued = match inserted {
+                    Some(task) => Enqueued { task, duplicate: false },
+                    None => {
+                        let row: TaskRow = sqlx::query_as(
+                            "SELECT * FROM async_task WHERE task_type = ? AND idempotency_key = ?",
+                        )
+                        .bind(&new.task_type)
+                        .bind(&new.idempotency_key)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                        Enqueued { task: row.try_into()?, duplicate: true }
+                    }
+                };
+                results.push(enqueued);
+            }
+        }
+        tx.commit().await?;
+        Ok(results)
+    }
+
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError> {
+        if request.limit == 0 || request.task_types.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = millis(request.now);
+        let lease_until = millis(request.now + crate::task::chrono_duration(request.lease));
+        let rows: Vec<TaskRow> = sqlx::query_as(
+            "UPDATE async_task SET status = 1, lease_owner = ?1, lease_expires_at = ?2, \
+                 attempted_at = ?3, updated_at = ?3, progress = NULL, progress_note = NULL \
+             WHERE id IN ( \
+                 SELECT id FROM async_task \
+                 WHERE status = 0 AND next_run_at <= ?3 \
+                   AND task_type IN (SELECT value FROM json_each(?4)) \
+                 ORDER BY priority DESC, next_run_at, id \
+                 LIMIT ?5) \
+             RETURNING *",
+        )
+        .bind(&request.owner)
+        .bind(lease_until)
+        .bind(now)
+        .bind(json!(request.task_types).to_string())
+        .bind(request.limit as i64)
+        .fetch_all(&self.writer)
+        .await?;
+        let mut tasks = into_tasks(rows)?;
+        tasks.sort_by(|a, b| {
+            b.priority.cmp(&a.priority).then(a.next_run_at.cmp(&b.next_run_at)).then(a.id.cmp(&b.id))
+        });
+        Ok(tasks)
+    }
+
+    async fn complete(&self, completions: &[Completion]) -> Result<u64, StoreError> {
+        if completions.is_empty() {
+            return Ok(0);
+        }
+        // One statement for the whole batch: the completions travel as one JSON array.
+        let batch: Vec<serde_json::Value> = completions
+            .iter()
+            .map(|c| {
+                let t = &c.transition;
+                json!({
+                    "id": c.id,
+                    "owner": c.owner,
+                    "claimed": c.claimed_retry_count,
+                    "status": status_code(t.status),
+                    "retry_count": t.retry_count,
+                    "next_run_at": t.next_run_at.map(millis),
+                    "result": t.result,
+                    "error": t.error,
+                    "plugin_version": c.plugin_version,
+                    "finished_at": t.status.is_final().then(|| millis(c.finished_at)),
+                    "now": millis(c.finished_at),
+                })
+            })
+            .collect();
+        let outcome = sqlx::query(
+            "UPDATE async_task SET \
+                 status = c.status, \
+                 retry_count = c.retry_count, \
+                 next_run_at = COALESCE(c.next_run_at, async_task.next_run_at), \
+                 result = c.result, \
+                 last_error = COALESCE(c.error, async_task.last_error), \
+                 plugin_version = COALESCE(c.plugin_version, async_task.plugin_version), \
+                 finished_at = c.finished_at, \
+                 lease_owner = NULL, lease_expires_at = NULL, \
+                 updated_at = c.now \
+             FROM (SELECT value ->> '$.id' AS id, value ->> '$.owner' AS owner, \
+                          value ->> '$.claimed' AS claimed, value ->> '$.status' AS status, \
+                          value ->> '$.retry_count' AS retry_count, \
+                          value ->> '$.next_run_at' AS next_run_at, value ->> '$.result' AS result, \
+                          value ->> '$.error' AS error, value ->> '$.plugin_version' AS plugin_version, \
+                          value ->> '$.finished_at' AS finished_at, value ->> '$.now' AS now \
+                   FROM json_each(?1)) AS c \
+             WHERE async_task.id = c.id AND async_task.status = 1 \
+               AND async_task.lease_owner = c.owner AND async_task.retry_count = c.claimed",
+        )
+        .bind(serde_json::Value::Array(batch).to_string())
+        .execute(&self.writer)
+        .await?;
+        Ok(outcome.rows_affected())
+    }
+
+    async fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<(), StoreError> {
+        if updates.is_empty() {
+            return Ok(());
+        }
+        let batch: Vec<serde_json::Value> = updates
+            .iter()
+            .map(|u| json!({"id": u.id, "percent": u.percent, "note": u.note}))
+            .collect();
+        sqlx::query(
+            "UPDATE async_task SET progress = p.percent, progress_note = p.note, updated_at = ?2 \
+             FROM (SELECT value ->> '$.id' AS id, value ->> '$.percent' AS percent, \
+                          value ->> '$.note' AS note FROM json_each(?1)) AS p \
+             WHERE async_task.id = p.id AND async_task.status = 1",
+        )
+        .bind(serde_json::Value::Array(batch).to_string())
+        .bind(millis(Utc::now()))
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn extend_leases(&self, owner: &str, until: DateTime<Utc>) -> Result<u64, StoreError> {
+        let outcome = sqlx::query(
+            "UPDATE async_task SET lease_expires_at = ?2 WHERE status = 1 AND lease_owner = ?1",
+        )
+        .bind(owner)
+        .bind(millis(until))
+        .execute(&self.writer)
+        .await?;
+        Ok(outcome.rows_affected())
+    }
+
+    async fn release(&self, owner: &str, ids: &[TaskId]) -> Result<u64, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let now = millis(Utc::now());
+        let outcome = sqlx::query(
+            "UPDATE async_task SET status = 0, lease_owner = NULL, lease_expires_at = NULL, \
+                 next_run_at = ?3, updated_at = ?3 \
+             WHERE status = 1 AND lease_owner = ?1 AND id IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(owner)
+        .bind(json!(ids).to_string())
+        .bind(now)
+        .execute(&self.writer)
+        .await?;
+        Ok(outcome.rows_affected())
+    }
+
+    async fn rescue_expired(&self, now: DateTime<Utc>) -> Result<RescueReport, StoreError> {
+        // SET expressions see the row as it was before the update, so `retry_count < max_retry`
+        // asks whether the expired attempt had a retry left.
+        let statuses: Vec<(i64,)> = sqlx::query_as(
+            "UPDATE async_task SET \
+                 status = CASE WHEN retry_count < max_retry THEN 0 ELSE 3 END, \
+                 finished_at = CASE WHEN retry_count < max_retry THEN NULL ELSE ?1 END, \
+                 retry_count = retry_count + 1, \
+                 next_run_at = ?1, last_error = ?2, \
+                 lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1 \
+             WHERE status = 1 AND lease_expires_at < ?1 \
+             RETURNING status",
+        )
+        .bind(millis(now))
+        .bind(LEASE_EXPIRED)
+        .fetch_all(&self.writer)
+        .await?;
+        let mut report = RescueReport::default();
+        for (code,) in statuses {
+            if code == status_code(Status::Pending) {
+                report.retried += 1;
+            } else {
+                report.failed += 1;
+            }
+        }
+        Ok(report)
+    }
+
+    async fn get(&self, id: TaskId) -> Result<Option<Task>, StoreError> {
+        let row: Option<TaskRow> = sqlx::query_as("SELECT * FROM async_task WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(Task::try_from).transpose()
+    }
+
+    async fn list(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
+        let mut query = QueryBuilder::<Sqlite>::new("SELECT * FROM async_task WHERE 1 = 1");
+        if let Some(status) = filter.status {
+            query.push(" AND status = ").push_bind(status_code(status));
+        }
+        if let Some(task_type) = &filter.task_type {
+            query.push(" AND task_type = ").push_bind(task_type);
+        }
+        if let Some(before) = filter.before_id {
+            query.push(" AND id < ").push_bind(before);
+        }
+        query.push(" ORDER BY id DESC LIMIT ").push_bind(filter.limit as i64);
+        let rows: Vec<TaskRow> = query.build_query_as().fetch_all(&self.reader).await?;
+        into_tasks(rows)
+    }
+
+    async fn retry(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
+        let row: Option<TaskRow> = sqlx::query_as(
+            "UPDATE async_task SET status = 0, retry_count = 0, next_run_at = ?2, \
+                 finished_at = NULL, result = NULL, updated_at = ?2 \
+             WHERE id = ?1 AND status IN (3, 4) RETURNING *",
+        )
+        .bind(id)
+        .bind(millis(now))
+        .fetch_optional(&self.writer)
+        .await?;
+        self.changed_or_conflict(id, row, "retry", "failed or cancelled").await
+    }
+
+    async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
+        let row: Option<TaskRow> = sqlx::query_as(
+            "UPDATE async_task SET status = 4, finished_at = ?2, lease_owner = NULL, \
+                 lease_expires_at = NULL, updated_at = ?2 \
+             WHERE id = ?1 AND status IN (0, 1) RETURNING *",
+        )
+        .bind(id)
+        .bind(millis(now))
+        .fetch_optional(&self.writer)
+        .await?;
+        self.changed_or_conflict(id, row, "cancel", "pending or running").await
+    }
+
+    async fn counts(&self) -> Result<StatusCounts, StoreError> {
+        let rows: Vec<(i64, i64)> =
+            sqlx::query_as("SELECT status, COUNT(*) FROM async_task GROUP BY status")
+                .fetch_all(&self.reader)
+                .await?;
+        let mut counts = StatusCounts::default();
+        for (code, count) in rows {
+            let count = count as u64;
+            match status_from_code(code) {
+                Some(Status::Pending) => counts.pending = count,
+                Some(Status::Running) => counts.running = count,
+                Some(Status::Done) => counts.done = count,
+                Some(Status::Failed) => counts.failed = count,
+                Some(Status::Cancelled) => counts.cancelled = count,
+                None => {}
+            }
+        }
+        Ok(counts)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.reader).await?;
+        Ok(())
+    }
+
+    async fn close(&self) {
+        self.reader.close().await;
+        self.writer.close().await;
+    }
+}
+
+impl SqliteStore {
+    /// Turns the row an UPDATE … RETURNING gave (or did not give) into the caller's answer:
+    /// the changed task, `NotFound`, or `Conflict` naming the state the task is in.
+    async fn changed_or_conflict(
+        &self,
+        id: TaskId,
+        row: Option<TaskRow>,
+        action: &'static str,
+        allowed: &'static str,
+    ) -> Result<Task, StoreError> {
+        if let Some(row) = row {
+            return row.try_into();
+        }
+        match self.get(id).await? {
+            None => Err(StoreError::NotFound(id)),
+            Some(task) => Err(StoreError::Conflict { id, status: task.status, action, allowed }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::Transition;
+
+    async fn open_temp() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("t.db").display());
+        let store = SqliteStore::open(&url).await.unwrap();
+        (dir, store)
+    }
+
+    fn task(task_type: &str, priority: i32, run_at: DateTime<Utc>) -> NewTask {
+        NewTask {
+            task_type: task_type.into(),
+            payload: "{}".into(),
+            priority,
+            max_retry: 1,
+            run_at,
+            idempotency_key: None,
+        }
+    }
+
+    fn claim_request(limit: usize, now: DateTime<Utc>) -> ClaimRequest {
+        ClaimRequest {
+            owner: "me".into(),
+            limit,
+            task_types: vec!["a".into(), "b".into()],
+            now,
+            lease: Duration::from_secs(30),
+        }
+    }
+
+    fn done(task: &Task, owner: &str) -> Completion {
+        Completion {
+            id: task.id,
+            owner: owner.into(),
+            claimed_retry_count: task.retry_count,
+            transition: Transition { status: Status::Done, retry_count: task.retry_count, next_run_at: None, result: Some("1".into()), error: None },
+            plugin_version: Some("v1".into()),
+            finished_at: Utc::now(),
+        }
+    }
+
+    #[tokio::test]
+    async fn claims_by_priority_then_due_time_then_id() {
+        let (_dir, store) = open_temp().await;
+        let now = Utc::now();
+        let sec = chrono::Duration::seconds;
+        let ids: Vec<TaskId> = store
+            .enqueue(vec![
+                task("a", 0, now - sec(10)), // 0: low priority, oldest
+                task("a", 5, now - sec(1)),  // 1: high priority, newer
+                task("b", 5, now - sec(5)),  // 2: high priority, older
+                task("a", 9, now + sec(60)), // 3: highest, but not due
+                task("c", 9, now),           // 4: a type this host does not run
+                task("a", 0, now - sec(10)), // 5: ties with 0 on everything but id
+            ])
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.task.id)
+            .collect();
+        let claimed = store.claim(&claim_request(3, now)).await.unwrap();
+        let order: Vec<TaskId> = claimed.iter().map(|t| t.id).collect();
+        assert_eq!(order, [ids[2], ids[1], ids[0]]);
+        assert!(claimed.iter().all(|t| t.status == Status::Running && t.lease_owner.as_deref() == Some("me")));
+        assert!(claimed.iter().all(|t| t.lease_expires_at.unwrap() > now));
+        let rest = store.claim(&claim_request(10, now)).await.unwrap();
+        assert_eq!(rest.iter().map(|t| t.id).collect::<Vec<_>>(), [ids[5]], "not due and foreign types stay");
+    }
+
+    #[tokio::test]
+    async fn completion_only_applies_to_the_current_lease() {
+        let (_dir, store) = open_temp().await;
+        let now = Utc::now();
+        store.enqueue(vec![task("a", 0, now), task("a", 0, now)]).await.unwrap();
+        let claimed = store.claim(&claim_request(2, now)).await.unwrap();
+        assert_eq!(store.complete(&[done(&claimed[0], "someone-else")]).await.unwrap(), 0);
+        store.cancel(claimed[1].id, now).await.unwrap();
+        let changed = store.complete(&[done(&claimed[0], "me"), done(&claimed[1], "me")]).await.unwrap();
+        assert_eq!(changed, 1, "the cancelled task's outcome is discarded");
+        let first = store.get(claimed[0].id).await.unwrap().unwrap();
+        assert_eq!((first.status, first.result.as_deref(), first.plugin_version.as_deref()), (Status::Done, Some("1"), Some("v1")));
+        assert!(first.lease_owner.is_none() && first.finished_at.is_some());
+        assert_eq!(store.get(claimed[1].id).await.unwrap().unwrap().status, Status::Cancelled);
+    }
+
+    #[tokio::test]
+    async fn rescue_counts_the_attempt_and_fails_when_none_are_left() {
+        let (_dir, store) = open_temp().await;
+        let now = Utc::now();
+        store.enqueue(vec![task("a", 0, now)]).await.unwrap(); // max_retry 1
+        let first = store.claim(&claim_request(1, now)).await.unwrap().remove(0);
+        let later = now + chrono::Duration::seconds(31);
+        assert_eq!(store.rescue_expired(now).await.unwrap(), RescueReport::default(), "lease still valid");
+        assert_eq!(store.rescue_expired(later).await.unwrap(), RescueReport { retried: 1, failed: 0 });
+        let rescued = store.get(first.id).await.unwrap().unwrap();
+        assert_eq!((rescued.status, rescued.retry_count), (Status::Pending, 1));
+        assert!(rescued.last_error.unwrap().contains("lease expired"));
+        // The stale attempt's completion no longer applies.
+        assert_eq!(store.complete(&[done(&first, "me")]).await.unwrap(), 0);
+        let second = store.claim(&claim_request(1, later)).await.unwrap().remove(0);
+        let much_later = later + chrono::Duration::seconds(31);
+        assert_eq!(store.rescue_expired(much_later).await.unwrap(), RescueReport { retried: 0, failed: 1 });
+        let dead = store.get(second.id).await.unwrap().unwrap();
+        assert_eq!((dead.status, dead.retry_count), (Status::Failed, 2));
+    }
+
+    #[tokio::test]
+    async fn leases_extend_and_release_returns_tasks_uncounted() {
+        let (_dir, store) = open_temp().await;
+        let now = Utc::now();
+        store.enqueue(vec![task("a", 0, now), task("a", 0, now)]).await.unwrap();
+        let claimed = store.claim(&claim_request(2, now)).await.unwrap();
+        let until = now + chrono::Duration::seconds(300);
+        assert_eq!(store.extend_leases("me", until).await.unwrap(), 2);
+        assert_eq!(store.rescue_expired(now + chrono::Duration::seconds(60)).await.unwrap(), RescueReport::default());
+        assert_eq!(store.release("me", &[claimed[0].id]).await.unwrap(), 1);
+        let released = store.get(claimed[0].id).await.unwrap().unwrap();
+        assert_eq!((released.status, released.retry_count), (Status::Pending, 0));
+        assert!(released.lease_owner.is_none());
+        let counts = store.counts().await.unwrap();
+        assert_eq!((counts.pending, counts.running), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn idempotency_keys_dedupe_within_and_across_batches() {
+        let (_dir, store) = open_temp().await;
+        let now = Utc::now();
+        let keyed = |key: &str| NewTask { idempotency_key: Some(key.into()), ..task("a", 0, now) };
+        let first = store.enqueue(vec![keyed("k1"), task("a", 0, now), keyed("k1"), keyed("k2")]).await.unwrap();
+        let flags: Vec<bool> = first.iter().map(|e| e.duplicate).collect();
+        assert_eq!(flags, [false, false, true, false]);
+        assert_eq!(first[0].task.id, first[2].task.id);
+        let again = store.enqueue(vec![keyed("k2"), NewTask { task_type: "b".into(), ..keyed("k2") }]).await.unwrap();
+        assert!(again[0].duplicate && again[0].task.id == first[3].task.id);
+        assert!(!again[1].duplicate, "keys are unique per task type");
+        assert_eq!(store.counts().await.unwrap().pending, 4);
+    }
+
+    #[tokio::test]
+    async fn retry_and_cancel_respect_the_state_machine() {
+        let (_dir, store) = open_temp().await;
+        let now = Utc::now();
+        let id = store.enqueue(vec![task("a", 0, now)]).await.unwrap()[0].task.id;
+        assert!(matches!(store.retry(id, now).await, Err(StoreError::Conflict { status: Status::Pending, .. })));
+        assert_eq!(store.cancel(id, now).await.unwrap().status, Status::Cancelled);
+        assert!(matches!(store.cancel(id, now).await, Err(StoreError::Conflict { .. })));
+        let retried = store.retry(id, now).await.unwrap();
+        assert_eq!((retried.status, retried.retry_count), (Status::Pending, 0));
+        assert!(matches!(store.cancel(4242, now).await, Err(StoreError::NotFound(4242))));
+    }
+
+    #[test]
+    fn status_codes_round_trip() {
+        for status in Status::ALL {
+            assert_eq!(status_from_code(status_code(status)), Some(status));
+        }
+        assert_eq!(status_from_code(9), None);
+    }
+}

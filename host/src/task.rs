@@ -1,0 +1,345 @@
+//! The task model and its state machine: pure data and decisions, no I/O.
+//!
+//! A task moves through these states (see `docs/state_machine.md` for the drawing):
+//!
+//! ```text
+//! pending ──claim──▶ running ──success──────────────▶ done
+//!    ▲                  │ ├──retry (retries left)──▶ pending (next_run_at = now + backoff)
+//!    │                  │ ├──snooze(n)─────────────▶ pending (next_run_at = now + n s, no retry used)
+//!    │                  │ ├──fail / retries spent──▶ failed  (a dead letter)
+//!    │                  │ ├──cancel───────────────▶ cancelled
+//!    │                  │ └──lease expired─────────▶ pending | failed   (the rescuer; counts the attempt)
+//!    │                  └──host shutdown───────────▶ pending (released; the attempt is not counted)
+//!    └──── retry (API) ── failed | cancelled          pending ──cancel──▶ cancelled
+//! ```
+//!
+//! The store applies these transitions; this module decides them, so the rules can be read and
+//! tested in one place without a database.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+use utoipa::ToSchema;
+
+use crate::backoff::Backoff;
+
+/// Identifier of a task: the row id in the task table.
+pub type TaskId = i64;
+
+/// Where a task is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Waiting for `next_run_at` and a free worker.
+    Pending,
+    /// Claimed by a host, which holds a lease on it.
+    Running,
+    /// Finished successfully; `result` holds the handler's answer.
+    Done,
+    /// A dead letter: retries ran out or the handler failed it permanently; `last_error` says why.
+    Failed,
+    /// Cancelled by a person or program before it finished.
+    Cancelled,
+}
+
+impl Status {
+    /// Every status, in life-cycle order.
+    pub const ALL: [Status; 5] = [
+        Status::Pending,
+        Status::Running,
+        Status::Done,
+        Status::Failed,
+        Status::Cancelled,
+    ];
+
+    /// The lower-case name used in the API and the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Running => "running",
+            Status::Done => "done",
+            Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether no further transition happens without a person asking for it.
+    pub fn is_final(self) -> bool {
+        matches!(self, Status::Done | Status::Failed | Status::Cancelled)
+    }
+
+    /// Whether a cancel request may move a task in this state to `cancelled`.
+    pub fn can_cancel(self) -> bool {
+        matches!(self, Status::Pending | Status::Running)
+    }
+
+    /// Whether a retry request may send a task in this state back to `pending`.
+    pub fn can_retry(self) -> bool {
+        matches!(self, Status::Failed | Status::Cancelled)
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Status {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Status::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown status `{s}`: use one of pending, running, done, failed, cancelled")
+            })
+    }
+}
+
+/// A task as stored in the queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Task {
+    pub id: TaskId,
+    pub task_type: String,
+    /// The JSON payload the caller enqueued.
+    #[schema(value_type = Object)]
+    pub payload: serde_json::Value,
+    pub status: Status,
+    /// Higher runs first.
+    pub priority: i32,
+    /// Failed attempts so far (rescued attempts of a host that died count too).
+    pub retry_count: u32,
+    /// Retries allowed after the first attempt.
+    pub max_retry: u32,
+    /// The earliest time the task may (next) run.
+    pub next_run_at: DateTime<Utc>,
+    pub idempotency_key: Option<String>,
+    /// The host holding the task while it runs.
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    /// When the latest attempt started.
+    pub attempted_at: Option<DateTime<Utc>>,
+    /// When the task reached done, failed or cancelled.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// The last failure's message, kept after a later success for diagnosis.
+    pub last_error: Option<String>,
+    /// The handler's answer on success (by convention JSON text).
+    pub result: Option<String>,
+    /// The latest progress the handler reported, 0–100.
+    pub progress: Option<u8>,
+    pub progress_note: Option<String>,
+    /// Content hash of the plugin build that ran the latest attempt.
+    pub plugin_version: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Task {
+    /// The number of the attempt now running or next to run, starting at 1.
+    pub fn attempt(&self) -> u32 {
+        self.retry_count + 1
+    }
+
+    /// All attempts this task may get.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_retry + 1
+    }
+}
+
+/// A task to be inserted, already validated and with defaults applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTask {
+    pub task_type: String,
+    /// JSON text.
+    pub payload: String,
+    pub priority: i32,
+    pub max_retry: u32,
+    pub run_at: DateTime<Utc>,
+    pub idempotency_key: Option<String>,
+}
+
+/// What an enqueue did: a new row, or the existing row with the same idempotency key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Enqueued {
+    pub task: Task,
+    /// True when the idempotency key matched an existing task and nothing was inserted.
+    pub duplicate: bool,
+}
+
+/// How one attempt of a task ended, as the sandbox reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttemptOutcome {
+    /// The handler returned a result.
+    Succeeded(String),
+    /// The handler asked to be retried (a transient failure).
+    Retry(String),
+    /// The handler declared the task hopeless: no more retries.
+    Fail(String),
+    /// The handler asked to run again later, without using up a retry.
+    Snooze(Duration),
+    /// The sandbox stopped the handler: trap, panic, fuel exhausted, or it could not start.
+    /// Treated like a transient failure: a later attempt (or a fixed plugin) may succeed.
+    Crashed(String),
+}
+
+/// The state a finished attempt moves its task to; the store writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub status: Status,
+    /// Failed attempts after this one.
+    pub retry_count: u32,
+    /// When the task runs next (only for `pending`).
+    pub next_run_at: Option<DateTime<Utc>>,
+    pub result: Option<String>,
+    /// The error to record; `None` keeps the previous one.
+    pub error: Option<String>,
+}
+
+/// Decides where a task goes after an attempt.
+///
+/// `retry_count` and `max_retry` are the task's values when it was claimed; `backoff` is the
+/// task type's policy and `jitter_sample` a number in `[0, 1)` (random in production, fixed in
+/// tests) that spreads retries of many tasks failing together.
+pub fn decide(
+    retry_count: u32,
+    max_retry: u32,
+    outcome: AttemptOutcome,
+    backoff: &Backoff,
+    now: DateTime<Utc>,
+    jitter_sample: f64,
+) -> Transition {
+    let failed_with = |error: String| {
+        let spent = retry_count.saturating_add(1);
+        if retry_count < max_retry {
+            let delay = backoff.delay(retry_count, jitter_sample);
+            Transition {
+                status: Status::Pending,
+                retry_count: spent,
+                next_run_at: Some(now + chrono_duration(delay)),
+                result: None,
+                error: Some(error),
+            }
+        } else {
+            Transition {
+                status: Status::Failed,
+                retry_count: spent,
+                next_run_at: None,
+                result: None,
+                error: Some(format!("{error} (gave up after {spent} attempts)")),
+            }
+        }
+    };
+    match outcome {
+        AttemptOutcome::Succeeded(result) => Transition {
+            status: Status::Done,
+            retry_count,
+            next_run_at: None,
+            result: Some(result),
+            error: None,
+        },
+        AttemptOutcome::Retry(error) => failed_with(error),
+        AttemptOutcome::Crashed(error) => failed_with(error),
+        AttemptOutcome::Fail(error) => Transition {
+            status: Status::Failed,
+            retry_count: retry_count.saturating_add(1),
+            next_run_at: None,
+            result: None,
+            error: Some(error),
+        },
+        AttemptOutcome::Snooze(delay) => Transition {
+            status: Status::Pending,
+            retry_count,
+            next_run_at: Some(now + chrono_duration(delay)),
+            result: None,
+            error: None,
+        },
+    }
+}
+
+/// Converts a std duration to chrono's, saturating at chrono's (very distant) limit.
+pub fn chrono_duration(duration: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(duration).unwrap_or(chrono::Duration::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000, 0).unwrap()
+    }
+
+    fn essay_backoff() -> Backoff {
+        Backoff::new(Duration::from_secs(30), Duration::from_secs(86_400), 0.0)
+    }
+
+    #[test]
+    fn success_is_done_with_result() {
+        let t = decide(1, 3, AttemptOutcome::Succeeded("{}".into()), &essay_backoff(), now(), 0.5);
+        assert_eq!(t.status, Status::Done);
+        assert_eq!(t.retry_count, 1);
+        assert_eq!(t.result.as_deref(), Some("{}"));
+        assert_eq!(t.error, None);
+    }
+
+    #[test]
+    fn retry_goes_back_to_pending_with_the_essays_backoff() {
+        // 30 s × 2^retry_count: 30 s, 60 s, 120 s.
+        for (retry_count, secs) in [(0, 30), (1, 60), (2, 120)] {
+            let t = decide(retry_count, 3, AttemptOutcome::Retry("smtp down".into()), &essay_backoff(), now(), 0.5);
+            assert_eq!(t.status, Status::Pending);
+            assert_eq!(t.retry_count, retry_count + 1);
+            assert_eq!(t.next_run_at, Some(now() + chrono::Duration::seconds(secs)));
+            assert_eq!(t.error.as_deref(), Some("smtp down"));
+        }
+    }
+
+    #[test]
+    fn retries_spent_is_a_dead_letter_keeping_the_error() {
+        let t = decide(3, 3, AttemptOutcome::Retry("smtp down".into()), &essay_backoff(), now(), 0.5);
+        assert_eq!(t.status, Status::Failed);
+        assert_eq!(t.retry_count, 4);
+        assert_eq!(t.next_run_at, None);
+        assert_eq!(t.error.as_deref(), Some("smtp down (gave up after 4 attempts)"));
+    }
+
+    #[test]
+    fn crash_is_retried_like_a_transient_failure() {
+        let t = decide(0, 1, AttemptOutcome::Crashed("fuel exhausted".into()), &essay_backoff(), now(), 0.5);
+        assert_eq!(t.status, Status::Pending);
+        let t = decide(1, 1, AttemptOutcome::Crashed("fuel exhausted".into()), &essay_backoff(), now(), 0.5);
+        assert_eq!(t.status, Status::Failed);
+    }
+
+    #[test]
+    fn fail_skips_remaining_retries() {
+        let t = decide(0, 10, AttemptOutcome::Fail("bad address".into()), &essay_backoff(), now(), 0.5);
+        assert_eq!(t.status, Status::Failed);
+        assert_eq!(t.retry_count, 1);
+        assert_eq!(t.error.as_deref(), Some("bad address"));
+    }
+
+    #[test]
+    fn snooze_does_not_use_a_retry() {
+        let t = decide(2, 3, AttemptOutcome::Snooze(Duration::from_secs(90)), &essay_backoff(), now(), 0.5);
+        assert_eq!(t.status, Status::Pending);
+        assert_eq!(t.retry_count, 2);
+        assert_eq!(t.next_run_at, Some(now() + chrono::Duration::seconds(90)));
+        assert_eq!(t.error, None);
+    }
+
+    #[test]
+    fn status_names_round_trip_and_rules_hold() {
+        for status in Status::ALL {
+            assert_eq!(status.as_str().parse::<Status>().unwrap(), status);
+        }
+        assert!("done!".parse::<Status>().unwrap_err().contains("use one of"));
+        assert!(Status::Pending.can_cancel() && Status::Running.can_cancel());
+        assert!(!Status::Done.can_cancel() && !Status::Failed.can_cancel());
+        assert!(Status::Failed.can_retry() && Status::Cancelled.can_retry());
+        assert!(!Status::Pending.can_retry() && !Status::Done.can_retry() && !Status::Running.can_retry());
+        assert!(Status::Done.is_final() && !Status::Running.is_final());
+    }
+}

@@ -1,0 +1,60 @@
+//! The background services that work the queue on this host.
+//!
+//! - [`dispatcher`]: claims due tasks in batches and runs each in the sandbox;
+//! - [`completer`]: commits finished attempts (and progress) in batches;
+//! - [`lease_keeper`]: extends the leases of tasks this host is running;
+//! - [`rescuer`]: returns tasks whose host died (lease expired) to the queue.
+//!
+//! Each service is a struct with an async `run` that ends when the shared [`Shutdown`]
+//! signal asks it to; [`crate::host`] starts and stops them in one place.
+//!
+//! [`Shutdown`]: crate::shutdown::Shutdown
+
+pub mod completer;
+pub mod dispatcher;
+pub mod lease_keeper;
+pub mod rescuer;
+
+use std::time::Duration;
+
+/// Waits `delay` doubled after each consecutive database failure, capped; resets on success.
+/// Keeps services polite while the database is away, and quick once it is back.
+#[derive(Debug)]
+pub(crate) struct RetryPause {
+    next: Duration,
+}
+
+impl RetryPause {
+    const FIRST: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(5);
+
+    pub(crate) fn new() -> Self {
+        RetryPause { next: Self::FIRST }
+    }
+
+    /// The pause before the next try; doubles the one after.
+    pub(crate) fn next(&mut self) -> Duration {
+        let pause = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        pause
+    }
+
+    /// Called after a success.
+    pub(crate) fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pause_doubles_then_caps_then_resets() {
+        let mut pause = RetryPause::new();
+        let first: Vec<u128> = (0..8).map(|_| pause.next().as_millis()).collect();
+        assert_eq!(first, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+        pause.reset();
+        assert_eq!(pause.next(), Duration::from_millis(100));
+    }
+}

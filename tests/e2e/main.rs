@@ -1,0 +1,14 @@
+//! End-to-end tests: each starts the real `spool` binary against a real SQLite file with real
+//! compiled plugins, and drives it over HTTP (and the CLI) as a user would.
+
+mod util;
+
+mod api_errors;
+mod cli;
+mod crash;
+mod openapi;
+mod plugins;
+mod queue;
+mod retries;
+mod sandbox_limits;
+mod shutdown;

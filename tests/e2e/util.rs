@@ -1,0 +1,245 @@
+//! Helpers: build the guest plugins once, start hosts in temporary folders, talk to them.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Builds every guest crate (once per test run) and returns the folder with the `.wasm` files.
+pub fn plugin_artifacts() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let plugins = repo_root().join("plugins");
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(&plugins)
+            .args(["build", "--release", "--target", "wasm32-wasip2"])
+            .env_remove("CARGO_TARGET_DIR")
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the guest plugins failed; run `cargo xtask build-plugins` to see why");
+        plugins.join("target/wasm32-wasip2/release")
+    })
+}
+
+/// The built component of a plugin crate.
+pub fn artifact(name: &str) -> PathBuf {
+    let path = plugin_artifacts().join(format!("{name}.wasm"));
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+/// A test's own folder with a database and a plugin folder.
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    /// A workspace whose plugin folder holds the named plugins (crate name = task type).
+    pub fn with_plugins(names: &[&str]) -> Workspace {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("plugins")).unwrap();
+        let ws = Workspace { dir };
+        for name in names {
+            ws.add_plugin(name, name);
+        }
+        ws
+    }
+
+    /// Copies plugin crate `crate_name` into the plugin folder as task type `task_type`.
+    pub fn add_plugin(&self, crate_name: &str, task_type: &str) {
+        std::fs::copy(artifact(crate_name), self.plugin_dir().join(format!("{task_type}.wasm"))).unwrap();
+    }
+
+    /// Writes a manifest for a task type.
+    pub fn manifest(&self, task_type: &str, text: &str) {
+        std::fs::write(self.plugin_dir().join(format!("{task_type}.toml")), text).unwrap();
+    }
+
+    pub fn plugin_dir(&self) -> PathBuf {
+        self.dir.path().join("plugins")
+    }
+
+    pub fn database_url(&self) -> String {
+        format!("sqlite://{}", self.dir.path().join("spool.db").display())
+    }
+
+    /// Starts a host on this workspace with extra `serve` flags.
+    pub fn start(&self, extra: &[&str]) -> Host {
+        Host::start(self, extra)
+    }
+}
+
+/// A running `spool serve` process.
+pub struct Host {
+    pub child: Option<Child>,
+    pub url: String,
+    pub http: reqwest::blocking::Client,
+    pub stderr_log: PathBuf,
+}
+
+impl Host {
+    fn start(ws: &Workspace, extra: &[&str]) -> Host {
+        let stderr_log = ws.dir.path().join(format!("host-{}.log", Instant::now().elapsed().as_nanos() ^ rand_suffix()));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0", "--database-url", &ws.database_url()])
+            .arg("--plugins")
+            .arg(ws.plugin_dir())
+            .args(["--poll-interval", "100ms"])
+            .args(extra)
+            .env("RUST_LOG", "info,spool=debug")
+            .env_remove("SPOOL_API_TOKEN")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr_log).unwrap())
+            .spawn()
+            .expect("the spool binary starts");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let url = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(url) = line.strip_prefix("spool listening on ") {
+                        break url.to_string();
+                    }
+                }
+                _ => panic!("host exited before listening:\n{}", std::fs::read_to_string(&stderr_log).unwrap_or_default()),
+            }
+        };
+        // Keep draining stdout so the host never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+        Host { child: Some(child), url, http, stderr_log }
+    }
+
+    /// The host's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr_log).unwrap_or_default()
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let response = self.http.post(format!("{}{path}", self.url)).json(body).send().unwrap();
+        (response.status().as_u16(), response.json().unwrap_or(Value::Null))
+    }
+
+    pub fn post_raw(&self, path: &str, body: &str, content_type: &str) -> (u16, Value) {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.url))
+            .header("content-type", content_type)
+            .body(body.to_string())
+            .send()
+            .unwrap();
+        (response.status().as_u16(), response.json().unwrap_or(Value::Null))
+    }
+
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        let response = self.http.get(format!("{}{path}", self.url)).send().unwrap();
+        (response.status().as_u16(), response.json().unwrap_or(Value::Null))
+    }
+
+    /// Enqueues a task, asserting success; returns the task.
+    pub fn enqueue(&self, task_type: &str, payload: Value) -> Value {
+        self.enqueue_with(json!({ "task_type": task_type, "payload": payload }))
+    }
+
+    /// Enqueues a full request body, asserting 201.
+    pub fn enqueue_with(&self, request: Value) -> Value {
+        let (status, body) = self.post("/tasks", &request);
+        assert_eq!(status, 201, "enqueue failed: {body}");
+        body
+    }
+
+    pub fn task(&self, id: i64) -> Value {
+        let (status, body) = self.get(&format!("/tasks/{id}"));
+        assert_eq!(status, 200, "GET /tasks/{id}: {body}");
+        body
+    }
+
+    /// Waits until the task is in `status`, failing with the task and the log after `timeout`.
+    pub fn wait_for_status(&self, id: i64, status: &str, timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let task = self.task(id);
+            if task["status"] == status {
+                return task;
+            }
+            if Instant::now() > deadline {
+                panic!("task {id} did not become {status} within {timeout:?}: {task:#}\nhost log:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Waits until the task reaches done, failed or cancelled.
+    pub fn wait_final(&self, id: i64, timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let task = self.task(id);
+            if matches!(task["status"].as_str(), Some("done" | "failed" | "cancelled")) {
+                return task;
+            }
+            if Instant::now() > deadline {
+                panic!("task {id} did not finish within {timeout:?}: {task:#}\nhost log:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Every task, newest first.
+    pub fn all_tasks(&self) -> Vec<Value> {
+        let (status, body) = self.get("/tasks?limit=1000");
+        assert_eq!(status, 200);
+        body["tasks"].as_array().unwrap().clone()
+    }
+
+    /// Sends a signal to the host process.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().unwrap().id().to_string();
+        let status = Command::new("kill").args([&format!("-{signal}"), &pid]).status().unwrap();
+        assert!(status.success());
+    }
+
+    /// Kills the host with SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        self.signal("KILL");
+        self.child.take().unwrap().wait().unwrap();
+    }
+
+    /// Waits for the host to exit by itself (after a signal); returns whether it exited cleanly.
+    pub fn wait_exit(&mut self, timeout: Duration) -> bool {
+        let mut child = self.child.take().unwrap();
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.success();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("host did not exit within {timeout:?}:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn rand_suffix() -> u128 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed) as u128
+}
