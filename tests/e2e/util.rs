@@ -177,21 +177,6 @@ impl Host {
         }
     }
 
-    /// Waits until the task reaches done, failed or cancelled.
-    pub fn wait_final(&self, id: i64, timeout: Duration) -> Value {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let task = self.task(id);
-            if matches!(task["status"].as_str(), Some("done" | "failed" | "cancelled")) {
-                return task;
-            }
-            if Instant::now() > deadline {
-                panic!("task {id} did not finish within {timeout:?}: {task:#}\nhost log:\n{}", self.log());
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-    }
-
     /// Every task, newest first.
     pub fn all_tasks(&self) -> Vec<Value> {
         let (status, body) = self.get("/tasks?limit=1000");
