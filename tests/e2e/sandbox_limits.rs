@@ -57,3 +57,24 @@ fn no_state_leaks_between_tasks() {
         assert_eq!(done["result"], json!({"n": n}));
     }
 }
+
+#[test]
+fn cpu_bound_handlers_do_not_starve_the_api() {
+    // Every slot busy with a handler that only burns CPU; the API must still answer promptly.
+    let ws = Workspace::with_plugins(&["spin"]);
+    ws.manifest("spin", "fuel = 200_000_000_000\nmax_retry = 0\n");
+    let host = ws.start(&["--concurrency", "4"]);
+    let spinners: Vec<i64> = (0..4).map(|_| host.enqueue("spin", json!({}))["id"].as_i64().unwrap()).collect();
+    for id in &spinners {
+        host.wait_for_status(*id, "running", WAIT);
+    }
+    for _ in 0..20 {
+        let asked = std::time::Instant::now();
+        let (status, _) = host.get("/health");
+        assert_eq!(status, 200);
+        assert!(asked.elapsed() < Duration::from_secs(2), "the API took {:?} while handlers spun", asked.elapsed());
+    }
+    let (status, _) = host.post(&format!("/tasks/{}/cancel", spinners[0]), &json!({}));
+    assert_eq!(status, 200, "changes are accepted too");
+    assert!(spinners.iter().all(|id| host.task(*id)["status"] != "done"), "still spinning");
+}
