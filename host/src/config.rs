@@ -33,6 +33,12 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_RETRY: u32 = 3;
 /// Fuel per attempt: a few seconds of pure computation on current hardware.
 pub const DEFAULT_FUEL: u64 = 10_000_000_000;
+/// Wall-clock time per attempt, waiting in host calls included.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Where compiled plugins are cached, relative to the working directory.
+pub const DEFAULT_CACHE_DIR: &str = ".spool/cache";
+/// The largest result a handler may return.
+pub const DEFAULT_MAX_RESULT: usize = 1 << 20;
 /// Linear memory per attempt.
 pub const DEFAULT_MEMORY: usize = 256 << 20;
 /// The largest payload accepted; a task table is no place for files.
@@ -94,6 +100,16 @@ pub struct Settings {
     /// Fuel per attempt, the per-task time limit [default: 10000000000]
     #[arg(long, env = "SPOOL_FUEL")]
     pub fuel: Option<u64>,
+    /// Wall-clock limit per attempt, e.g. 30s [default: 5m]
+    #[arg(long, env = "SPOOL_TIMEOUT", value_parser = humantime::parse_duration)]
+    #[serde(default, with = "humantime_serde")]
+    pub timeout: Option<Duration>,
+    /// Folder for compiled plugins, keyed by content hash [default: .spool/cache]
+    #[arg(long, env = "SPOOL_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Largest result a handler may return, e.g. 1MiB [default: 1MiB]
+    #[arg(long, env = "SPOOL_MAX_RESULT")]
+    pub max_result: Option<String>,
     /// Linear memory per attempt, e.g. 256MiB [default: 256MiB]
     #[arg(long, env = "SPOOL_MEMORY")]
     pub memory: Option<String>,
@@ -126,6 +142,9 @@ impl Settings {
             backoff_max: self.backoff_max.or(lower.backoff_max),
             backoff_jitter: self.backoff_jitter.or(lower.backoff_jitter),
             fuel: self.fuel.or(lower.fuel),
+            timeout: self.timeout.or(lower.timeout),
+            cache_dir: self.cache_dir.or(lower.cache_dir),
+            max_result: self.max_result.or(lower.max_result),
             memory: self.memory.or(lower.memory),
             max_payload: self.max_payload.or(lower.max_payload),
             max_body: self.max_body.or(lower.max_body),
@@ -155,6 +174,7 @@ pub struct Defaults {
     pub max_retry: u32,
     pub backoff: Backoff,
     pub fuel: u64,
+    pub timeout: Duration,
     pub memory_bytes: usize,
 }
 
@@ -164,6 +184,7 @@ impl Default for Defaults {
             max_retry: DEFAULT_MAX_RETRY,
             backoff: Backoff::default(),
             fuel: DEFAULT_FUEL,
+            timeout: DEFAULT_TIMEOUT,
             memory_bytes: DEFAULT_MEMORY,
         }
     }
@@ -174,6 +195,7 @@ impl Default for Defaults {
 pub struct Config {
     pub database_url: String,
     pub plugin_dir: PathBuf,
+    pub cache_dir: PathBuf,
     pub listen: SocketAddr,
     pub concurrency: usize,
     pub api_token: Option<String>,
@@ -185,6 +207,7 @@ pub struct Config {
     pub max_payload_bytes: usize,
     pub max_body_bytes: usize,
     pub max_batch: usize,
+    pub max_result_bytes: usize,
 }
 
 impl Config {
@@ -226,6 +249,7 @@ impl Config {
         Ok(Config {
             database_url: settings.database_url.unwrap_or_else(|| DEFAULT_DATABASE_URL.into()),
             plugin_dir: settings.plugins.unwrap_or_else(|| DEFAULT_PLUGIN_DIR.into()),
+            cache_dir: settings.cache_dir.unwrap_or_else(|| DEFAULT_CACHE_DIR.into()),
             listen: settings.listen.unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default")),
             concurrency,
             api_token,
@@ -241,11 +265,13 @@ impl Config {
                     jitter,
                 ),
                 fuel: settings.fuel.filter(|f| *f > 0).unwrap_or(DEFAULT_FUEL),
+                timeout: positive(settings.timeout, "timeout", DEFAULT_TIMEOUT)?,
                 memory_bytes: size(settings.memory, "memory", DEFAULT_MEMORY)?,
             },
             max_payload_bytes,
             max_body_bytes,
             max_batch,
+            max_result_bytes: size(settings.max_result, "max_result", DEFAULT_MAX_RESULT)?,
         })
     }
 

@@ -12,14 +12,17 @@ use tokio::task::JoinHandle;
 
 use crate::api::{self, AppState};
 use crate::config::Config;
-use crate::plugins::{self, Registry};
+use crate::plugins::watcher::{FolderWatcher, DEFAULT_DEBOUNCE};
+use crate::plugins::{self, PluginLoader, Registry};
 use crate::sandbox::{self, Sandbox};
 use crate::shutdown::{Shutdown, Stage};
 use crate::store::{self, StoreError};
 use crate::worker::completer::Completer;
 use crate::worker::dispatcher::Dispatcher;
+use crate::worker::in_flight::InFlight;
 use crate::worker::lease_keeper::LeaseKeeper;
 use crate::worker::rescuer::Rescuer;
+use crate::worker::services::StoreServices;
 
 /// Why a host could not start.
 #[derive(Debug, thiserror::Error)]
@@ -78,7 +81,13 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     let store = store::open(&config.database_url).await?;
     let sandbox = Sandbox::new()?;
     let registry = Arc::new(Registry::new());
-    let failures = plugins::load_folder(&config.plugin_dir, &sandbox, &config.defaults, &registry).await?;
+    let loader = Arc::new(PluginLoader {
+        cache: Some(sandbox.artifact_cache(&config.cache_dir)),
+        sandbox: sandbox.clone(),
+        defaults: config.defaults.clone(),
+        folder: config.plugin_dir.clone(),
+    });
+    let failures = loader.load_folder(&registry).await?;
     if registry.task_types().is_empty() {
         tracing::warn!(
             folder = %config.plugin_dir.display(),
@@ -102,18 +111,30 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         .map_err(StartError::Runtime)?;
 
     let wake = Arc::new(Notify::new());
+    let in_flight = Arc::new(InFlight::default());
     let (completer, updates) = Completer::new(store.clone(), shutdown.clone());
+    let services = Arc::new(StoreServices {
+        store: store.clone(),
+        registry: registry.clone(),
+        updates: updates.clone(),
+        wake: wake.clone(),
+        max_payload_bytes: config.max_payload_bytes,
+    });
     let dispatcher = Dispatcher {
         store: store.clone(),
         registry: registry.clone(),
         sandbox,
         runtime: sandbox_runtime.handle().clone(),
         updates,
+        services,
+        in_flight: in_flight.clone(),
         owner: host_id.clone(),
         concurrency: config.concurrency,
         lease: config.lease,
         poll_interval: config.poll_interval,
         shutdown_grace: config.shutdown_grace,
+        max_result_bytes: config.max_result_bytes,
+        log_bytes: sandbox::output::DEFAULT_LOG_LIMIT,
         wake: wake.clone(),
         shutdown: shutdown.clone(),
     };
@@ -122,6 +143,15 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         owner: host_id.clone(),
         lease: config.lease,
         interval: config.heartbeat_interval(),
+        in_flight: in_flight.clone(),
+        shutdown: shutdown.clone(),
+    };
+    let watcher = FolderWatcher {
+        folder: config.plugin_dir.clone(),
+        loader,
+        registry: registry.clone(),
+        store: store.clone(),
+        debounce: DEFAULT_DEBOUNCE,
         shutdown: shutdown.clone(),
     };
     let rescuer = Rescuer {
@@ -136,6 +166,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         config: config.clone(),
         wake,
         host_id: host_id.clone(),
+        in_flight,
     }));
 
     let api_shutdown = shutdown.clone();
@@ -149,6 +180,11 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     let lease_keeper = tokio::spawn(lease_keeper.run());
     let rescuer = tokio::spawn(rescuer.run());
     let dispatcher = tokio::spawn(dispatcher.run());
+    let watcher = tokio::spawn(async move {
+        if let Err(error) = watcher.run().await {
+            tracing::error!("cannot watch the plugin folder ({error}); plugins change only on restart");
+        }
+    });
 
     let stopping = shutdown.clone();
     let stopped = tokio::spawn(async move {
@@ -159,6 +195,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         stopping.request(Stage::Immediate);
         let _ = lease_keeper.await;
         let _ = rescuer.await;
+        let _ = watcher.await;
         let _ = server.await;
         store.close().await;
         sandbox_runtime.shutdown_background();

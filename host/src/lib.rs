@@ -8,9 +8,11 @@
 //! # Layout
 //! - [`config`]: one validated [`config::Config`] from flags, `SPOOL_*` variables and `spool.toml`.
 //! - [`task`]: the task model and its state machine (pure); [`backoff`]: the retry delay policy.
+//! - [`enqueue`]: what a valid new task is (shared by the API and follow-up tasks).
 //! - [`store`]: the only place with SQL: the [`store::Store`] trait and its SQLite backend.
 //! - [`worker`]: background services: dispatcher, batch completer, lease keeper, rescuer.
-//! - [`plugins`]: the plugin folder, per-type manifests, the task type registry.
+//! - [`plugins`]: the plugin folder (loaded at start, watched while serving), per-type
+//!   manifests (policy and capabilities), the task type registry.
 //! - [`sandbox`]: the only place with wasmtime: compiling and running handler components.
 //! - [`api`]: the only place with HTTP: the axum routes, errors, OpenAPI, and the CLI's client.
 //! - [`host`]: starts and stops all of the above; [`shutdown`]: the two-stage stop signal.
@@ -18,6 +20,7 @@
 pub mod api;
 pub mod backoff;
 pub mod config;
+pub mod enqueue;
 pub mod host;
 pub mod plugins;
 pub mod sandbox;

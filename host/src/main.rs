@@ -35,6 +35,8 @@ enum Command {
     Cancel(IdArgs),
     /// Show a host's health: database, task types, counts per state.
     Health(ClientArgs),
+    /// List a host's plugins: task types, versions, policies, capabilities, load errors.
+    Plugins(PluginsArgs),
 }
 
 #[derive(Args)]
@@ -117,6 +119,15 @@ struct TasksArgs {
 }
 
 #[derive(Args)]
+struct PluginsArgs {
+    /// Print the full JSON instead of a table
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Args)]
 struct IdArgs {
     /// Task id
     id: i64,
@@ -147,6 +158,15 @@ fn main() -> Result<()> {
             Command::Retry(args) => print_json(&args.client.client().retry(args.id).await?),
             Command::Cancel(args) => print_json(&args.client.client().cancel(args.id).await?),
             Command::Health(args) => print_json(&args.client().health().await?),
+            Command::Plugins(args) => {
+                let plugins = args.client.client().plugins().await?;
+                if args.json {
+                    print_json(&plugins)
+                } else {
+                    print_plugins(&plugins);
+                    Ok(())
+                }
+            }
         }
     })
 }
@@ -249,5 +269,29 @@ fn print_tasks(page: &Value) {
     }
     if let Some(next) = page["next_before"].as_i64() {
         println!("(more: GET /tasks?before={next})");
+    }
+}
+
+fn print_plugins(view: &Value) {
+    println!("plugin folder: {}", view["folder"].as_str().unwrap_or(""));
+    println!("{:<16} {:<12} {:>8} {:>9} {:<25}  {}", "TYPE", "VERSION", "PENDING", "RETRIES", "LOADED", "LAST ERROR");
+    for plugin in view["plugins"].as_array().into_iter().flatten() {
+        println!(
+            "{:<16} {:<12} {:>8} {:>9} {:<25}  {}",
+            plugin["task_type"].as_str().unwrap_or(""),
+            plugin["version"].as_str().unwrap_or("").chars().take(12).collect::<String>(),
+            plugin["pending"],
+            plugin["policy"]["max_retry"],
+            plugin["loaded_at"].as_str().unwrap_or(""),
+            plugin["last_error"].as_str().unwrap_or("")
+        );
+    }
+    for unloaded in view["unloaded"].as_array().into_iter().flatten() {
+        let why = match (unloaded["error"].as_str(), unloaded["removed_at"].as_str()) {
+            (Some(error), _) => format!("not loaded: {error}"),
+            (None, Some(at)) => format!("removed at {at}; pending tasks wait for it to return"),
+            _ => "not loaded".to_string(),
+        };
+        println!("{:<16} {:<12} {:>8} {:>9} {:<25}  {}", unloaded["task_type"].as_str().unwrap_or(""), "-", unloaded["pending"], "-", "-", why);
     }
 }

@@ -132,6 +132,8 @@ pub struct Task {
     pub progress_note: Option<String>,
     /// Content hash of the plugin build that ran the latest attempt.
     pub plugin_version: Option<String>,
+    /// What the latest finished attempt printed (stdout, stderr, log calls), bounded.
+    pub log: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

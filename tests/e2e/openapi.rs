@@ -26,6 +26,7 @@ fn openapi_describes_every_route_and_the_real_task_shape() {
         ("post", "/tasks/{id}/retry"),
         ("post", "/tasks/{id}/cancel"),
         ("get", "/health"),
+        ("get", "/plugins"),
     ]
     .into_iter()
     .map(|(m, p)| (m.to_string(), p.to_string()))

@@ -58,6 +58,11 @@ impl Client {
         self.send(self.http.post(self.url(&format!("/tasks/{id}/cancel")))).await
     }
 
+    /// `GET /plugins`.
+    pub async fn plugins(&self) -> Result<Value, ClientError> {
+        self.send(self.http.get(self.url("/plugins"))).await
+    }
+
     /// `GET /health`.
     pub async fn health(&self) -> Result<Value, ClientError> {
         self.send(self.http.get(self.url("/health"))).await

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod client;
 pub mod error;
 pub mod health;
+pub mod plugins;
 pub mod tasks;
 
 use axum::extract::{DefaultBodyLimit, FromRequest};
@@ -36,6 +37,8 @@ pub struct AppState {
     pub wake: Arc<Notify>,
     /// This host's identity, as written into leases.
     pub host_id: String,
+    /// Attempts running here, so a cancel can interrupt them.
+    pub in_flight: Arc<crate::worker::in_flight::InFlight>,
 }
 
 /// A JSON body whose rejections (malformed JSON, wrong fields, too large) are [`ApiError`]s.
@@ -47,7 +50,7 @@ pub struct ApiJson<T>(pub T);
 #[openapi(
     info(title = "Spool", description = "Enqueue tasks, follow them, retry or cancel them. Handlers are WebAssembly components loaded from the host's plugin folder."),
     modifiers(&BearerAuth),
-    tags((name = "tasks", description = "The task queue"), (name = "host", description = "This host"))
+    tags((name = "tasks", description = "The task queue"), (name = "host", description = "This host and its plugins"))
 )]
 struct ApiDoc;
 
@@ -69,7 +72,8 @@ fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
     let reads = OpenApiRouter::new()
         .routes(routes!(tasks::get_task))
         .routes(routes!(tasks::list_tasks))
-        .routes(routes!(health::health));
+        .routes(routes!(health::health))
+        .routes(routes!(plugins::list_plugins));
     let writes = OpenApiRouter::new()
         .routes(routes!(tasks::enqueue))
         .routes(routes!(tasks::enqueue_batch))

@@ -12,12 +12,10 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ErrorBody};
 use super::{ApiJson, AppState};
-use crate::plugins::loader::is_valid_task_type;
+use crate::enqueue::{prepare, RejectReason, TaskRequest};
 use crate::store::TaskFilter;
 use crate::task::{chrono_duration, Enqueued, NewTask, Status, Task, TaskId};
 
-/// Longest accepted idempotency key.
-const MAX_IDEMPOTENCY_KEY: usize = 255;
 /// Default and largest page of a listing.
 const DEFAULT_PAGE: usize = 50;
 const MAX_PAGE: usize = 1000;
@@ -108,6 +106,8 @@ pub struct TaskView {
     pub progress_note: Option<String>,
     /// Content hash of the plugin build that ran the latest attempt.
     pub plugin_version: Option<String>,
+    /// What the latest finished attempt printed: stdout, stderr and log calls (bounded).
+    pub log: Option<String>,
     /// The host running the task (while running).
     pub lease_owner: Option<String>,
     pub lease_expires_at: Option<DateTime<Utc>>,
@@ -138,6 +138,7 @@ impl From<Task> for TaskView {
             progress: task.progress,
             progress_note: task.progress_note,
             plugin_version: task.plugin_version,
+            log: task.log,
             lease_owner: task.lease_owner,
             lease_expires_at: task.lease_expires_at,
             attempted_at: task.attempted_at,
@@ -193,45 +194,26 @@ pub struct TaskPage {
     pub next_before: Option<TaskId>,
 }
 
-/// Validates a request and applies defaults.
+/// Validates a request and applies defaults (shared with follow-up tasks: [`prepare`]).
 fn new_task(request: EnqueueRequest, state: &AppState, now: DateTime<Utc>) -> Result<NewTask, ApiError> {
-    if !is_valid_task_type(&request.task_type) {
-        return Err(ApiError::invalid(format!(
-            "task_type `{}` is not a task type name (letters, digits, `_` or `-`, at most 64 characters)",
-            request.task_type
-        )));
-    }
-    let Some(plugin) = state.registry.get(&request.task_type) else {
-        return Err(ApiError::unknown_task_type(&request.task_type, state.registry.task_types()));
-    };
-    let payload = request.payload.to_string();
-    if payload.len() > state.config.max_payload_bytes {
-        return Err(ApiError::too_large(format!(
-            "the payload is {} bytes; this host accepts at most {} (max_payload): store large data elsewhere and pass a reference",
-            payload.len(),
-            state.config.max_payload_bytes
-        )));
-    }
-    if let Some(key) = &request.idempotency_key {
-        if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY {
-            return Err(ApiError::invalid(format!(
-                "idempotency_key must be 1 to {MAX_IDEMPOTENCY_KEY} bytes"
-            )));
-        }
-    }
     let run_at = match (request.run_at, &request.delay) {
         (Some(_), Some(_)) => return Err(ApiError::invalid("give either run_at or delay, not both")),
         (Some(at), None) => at,
         (None, Some(delay)) => now + chrono_duration(delay.to_duration()?),
         (None, None) => now,
     };
-    Ok(NewTask {
+    let request = TaskRequest {
         task_type: request.task_type,
-        payload,
-        priority: request.priority.unwrap_or(plugin.policy.priority),
-        max_retry: request.max_retry.unwrap_or(plugin.policy.max_retry),
+        payload: request.payload.to_string(),
+        priority: request.priority,
+        max_retry: request.max_retry,
         run_at,
         idempotency_key: request.idempotency_key,
+    };
+    prepare(request, &state.registry, state.config.max_payload_bytes).map_err(|reason| match reason {
+        RejectReason::UnknownTaskType { ref task_type, ref known } => ApiError::unknown_task_type(task_type, known.clone()),
+        RejectReason::PayloadTooLarge { .. } => ApiError::too_large(reason.to_string()),
+        other => ApiError::invalid(other.to_string()),
     })
 }
 
@@ -354,7 +336,8 @@ pub async fn retry_task(
     Ok(Json(task.into()))
 }
 
-/// Cancel a pending or running task. A running attempt's outcome is discarded.
+/// Cancel a pending or running task. A running attempt is interrupted (at once on this host,
+/// within a lease-heartbeat on another) and its outcome discarded.
 #[utoipa::path(post, path = "/tasks/{id}/cancel", tag = "tasks",
     params(("id" = i64, Path, description = "Task id")),
     security((), ("bearer" = [])),
@@ -368,5 +351,7 @@ pub async fn cancel_task(
     State(state): State<Arc<AppState>>,
     Path(id): Path<TaskId>,
 ) -> Result<Json<TaskView>, ApiError> {
-    Ok(Json(state.store.cancel(id, Utc::now()).await?.into()))
+    let task = state.store.cancel(id, Utc::now()).await?;
+    state.in_flight.cancel(id);
+    Ok(Json(task.into()))
 }

@@ -1,4 +1,4 @@
-//! Reads the plugin folder and compiles each component into the registry.
+//! Reads plugin files and compiles them into [`Plugin`]s for the registry.
 
 use chrono::Utc;
 use sha2::{Digest, Sha256};
@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Manifest, Plugin, Registry};
 use crate::config::Defaults;
-use crate::sandbox::Sandbox;
+use crate::sandbox::{ArtifactCache, CacheUse, Sandbox};
 
 /// Why one plugin file could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -30,79 +30,91 @@ pub fn is_valid_task_type(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// Loads every `*.wasm` in `folder` into `registry`. A file that fails to load is logged and
-/// recorded in the registry's errors; the others still load. Returns the failures.
-pub async fn load_folder(
-    folder: &Path,
-    sandbox: &Sandbox,
-    defaults: &Defaults,
-    registry: &Registry,
-) -> Result<Vec<LoadError>, LoadError> {
-    let entries = std::fs::read_dir(folder)
-        .map_err(|source| LoadError::Folder { path: folder.to_path_buf(), source })?;
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "wasm") && path.is_file())
-        .collect();
-    paths.sort();
-    let mut failures = Vec::new();
-    for path in paths {
-        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
-        match load_plugin(&path, sandbox, defaults).await {
-            Ok(plugin) => {
-                tracing::info!(
-                    task_type = %plugin.task_type,
-                    version = %&plugin.version[..12],
-                    "loaded plugin {}", path.display()
-                );
-                registry.insert(plugin);
-            }
-            Err(error) => {
-                tracing::error!("{error}");
-                registry.record_error(&stem, error.to_string());
-                failures.push(error);
-            }
-        }
-    }
-    Ok(failures)
+/// Loads plugins: reads the component and its manifest, hashes, compiles (through the cache).
+pub struct PluginLoader {
+    pub sandbox: Sandbox,
+    pub defaults: Defaults,
+    /// The plugin folder; relative folder grants in manifests are resolved against it.
+    pub folder: PathBuf,
+    pub cache: Option<ArtifactCache>,
 }
 
-/// Reads, hashes and compiles one component plus its manifest.
-pub async fn load_plugin(
-    path: &Path,
-    sandbox: &Sandbox,
-    defaults: &Defaults,
-) -> Result<Plugin, LoadError> {
-    let task_type = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .filter(|name| is_valid_task_type(name))
-        .ok_or_else(|| LoadError::BadName { path: path.to_path_buf() })?
-        .to_string();
-    let bytes = tokio::fs::read(path)
-        .await
-        .map_err(|source| LoadError::Read { path: path.to_path_buf(), source })?;
-    let manifest_path = path.with_extension("toml");
-    let manifest = match tokio::fs::read_to_string(&manifest_path).await {
-        Ok(text) => Manifest::parse(&text)
-            .map_err(|message| LoadError::Manifest { path: manifest_path.clone(), message })?,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Manifest::default(),
-        Err(source) => return Err(LoadError::Read { path: manifest_path, source }),
-    };
-    let version = hex::encode(Sha256::digest(&bytes));
-    let compiler = sandbox.clone();
-    let handler = tokio::task::spawn_blocking(move || compiler.compile(&bytes))
-        .await
-        .expect("compile task panicked")
-        .map_err(|source| LoadError::Compile { path: path.to_path_buf(), source })?;
-    Ok(Plugin {
-        task_type,
-        version,
-        path: path.to_path_buf(),
-        loaded_at: Utc::now(),
-        policy: manifest.resolve(defaults),
-        handler,
-    })
+impl PluginLoader {
+    /// Loads every `*.wasm` in the folder into `registry`. A file that fails to load is logged
+    /// and recorded in the registry's errors; the others still load. Returns the failures.
+    pub async fn load_folder(&self, registry: &Registry) -> Result<Vec<LoadError>, LoadError> {
+        let entries = std::fs::read_dir(&self.folder)
+            .map_err(|source| LoadError::Folder { path: self.folder.clone(), source })?;
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|path| path.extension().is_some_and(|ext| ext == "wasm") && path.is_file())
+            .collect();
+        paths.sort();
+        let mut failures = Vec::new();
+        for path in paths {
+            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
+            match self.load(&path, None).await {
+                Ok(plugin) => registry.insert(plugin),
+                Err(error) => {
+                    tracing::error!("{error}");
+                    registry.record_error(&stem, error.to_string());
+                    failures.push(error);
+                }
+            }
+        }
+        Ok(failures)
+    }
+
+    /// Reads, hashes and compiles one component plus its manifest. When `current` is the same
+    /// build (a manifest-only change), its compiled handler is reused.
+    pub async fn load(&self, path: &Path, current: Option<&Plugin>) -> Result<Plugin, LoadError> {
+        let task_type = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .filter(|name| is_valid_task_type(name))
+            .ok_or_else(|| LoadError::BadName { path: path.to_path_buf() })?
+            .to_string();
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(|source| LoadError::Read { path: path.to_path_buf(), source })?;
+        let manifest_path = path.with_extension("toml");
+        let manifest = match tokio::fs::read_to_string(&manifest_path).await {
+            Ok(text) => Manifest::parse(&text)
+                .map_err(|message| LoadError::Manifest { path: manifest_path.clone(), message })?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Manifest::default(),
+            Err(source) => return Err(LoadError::Read { path: manifest_path, source }),
+        };
+        let policy = manifest
+            .resolve(&self.defaults, &self.folder)
+            .map_err(|message| LoadError::Manifest { path: manifest_path.clone(), message })?;
+        let version = hex::encode(Sha256::digest(&bytes));
+        let started = std::time::Instant::now();
+        let (handler, cache_use) = match current.filter(|plugin| plugin.version == version) {
+            Some(same) => (same.handler.clone(), CacheUse::Hit),
+            None => {
+                let (sandbox, cache, hash) = (self.sandbox.clone(), self.cache.clone(), version.clone());
+                tokio::task::spawn_blocking(move || sandbox.compile(&bytes, &hash, cache.as_ref()))
+                    .await
+                    .expect("compile task panicked")
+                    .map_err(|source| LoadError::Compile { path: path.to_path_buf(), source })?
+            }
+        };
+        tracing::info!(
+            task_type = %task_type,
+            version = %&version[..12],
+            cache = ?cache_use,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "loaded plugin {}", path.display()
+        );
+        Ok(Plugin {
+            task_type,
+            version,
+            path: path.to_path_buf(),
+            loaded_at: Utc::now(),
+            policy,
+            handler,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -6,13 +6,30 @@
 //! backoff_max = "1h"     # no retry waits longer
 //! backoff_jitter = 0.1   # spread each delay by ±10 %
 //! priority = 10          # default priority of tasks enqueued without one (higher runs first)
-//! fuel = 2_000_000_000   # fuel budget per attempt: the per-task time limit
+//! fuel = 2_000_000_000   # fuel budget per attempt: the limit on computation
+//! timeout = "30s"        # wall-clock limit per attempt, waiting in host calls included
 //! memory = "64MiB"       # linear-memory cap per attempt
+//! concurrency = 2        # at most this many tasks of the type at once on this host
+//! rate = 5.0             # start at most this many tasks of the type per second on this host
+//!
+//! # Capabilities: a handler gets none unless granted here.
+//! [[dirs]]               # a host folder (relative to the plugin folder) mapped into the guest
+//! host = "reports"
+//! guest = "/reports"
+//! writable = true        # default false: read-only
+//!
+//! [env]                  # environment variables the guest sees
+//! MAIL_FROM = "noreply@example.com"
+//!
+//! [http]                 # outbound HTTP (wasi:http) to these hosts only: "host" or "host:port"
+//! allow = ["api.mail.example", "127.0.0.1:8025"]
 //! ```
 //! Every field is optional; an absent one falls back to the host's configured default. Unknown
 //! fields are errors, so a typo cannot silently leave a policy unset.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::backoff::Backoff;
@@ -30,7 +47,77 @@ pub struct Manifest {
     pub backoff_jitter: Option<f64>,
     pub priority: Option<i32>,
     pub fuel: Option<u64>,
+    #[serde(default, with = "humantime_serde")]
+    pub timeout: Option<Duration>,
     pub memory: Option<ByteSize>,
+    pub concurrency: Option<usize>,
+    pub rate: Option<f64>,
+    #[serde(default)]
+    pub dirs: Vec<DirGrant>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub http: Option<HttpGrant>,
+}
+
+/// A host folder granted to the guest.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirGrant {
+    /// The folder on the host; relative paths are relative to the plugin folder.
+    pub host: PathBuf,
+    /// Where the guest sees it, e.g. `/reports`.
+    pub guest: String,
+    /// Whether the guest may create and change files there (default: read-only).
+    #[serde(default)]
+    pub writable: bool,
+}
+
+/// Outbound HTTP granted to the guest.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpGrant {
+    /// Destinations: `host` (any port) or `host:port`.
+    pub allow: Vec<String>,
+}
+
+/// What a handler may reach beyond its own memory; empty means nothing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Capabilities {
+    /// Host folders mapped into the guest.
+    pub dirs: Vec<GrantedDir>,
+    /// Environment variables the guest sees (names only are shown by the API).
+    #[serde(serialize_with = "names_only")]
+    #[schema(value_type = Vec<String>)]
+    pub env: Vec<(String, String)>,
+    /// Outbound HTTP destinations.
+    pub http_allow: Vec<String>,
+}
+
+fn names_only<S: serde::Serializer>(env: &[(String, String)], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(env.iter().map(|(name, _)| name))
+}
+
+/// A folder grant with its host path resolved.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct GrantedDir {
+    #[schema(value_type = String)]
+    pub host: PathBuf,
+    pub guest: String,
+    pub writable: bool,
+}
+
+impl Capabilities {
+    /// Whether an outbound HTTP request to `host:port` is allowed.
+    pub fn http_permits(&self, host: &str, port: u16) -> bool {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        self.http_allow.iter().any(|entry| match entry.rsplit_once(':') {
+            Some((allowed, allowed_port)) if allowed_port.parse::<u16>().is_ok() => {
+                allowed.trim_start_matches('[').trim_end_matches(']').eq_ignore_ascii_case(host)
+                    && allowed_port.parse::<u16>() == Ok(port)
+            }
+            _ => entry.eq_ignore_ascii_case(host),
+        })
+    }
 }
 
 /// A size in bytes, written as a number or as text with a unit (`"64MiB"`, `"512KiB"`).
@@ -77,7 +164,14 @@ pub struct Policy {
     pub backoff: Backoff,
     pub priority: i32,
     pub fuel: u64,
+    /// Wall-clock limit per attempt.
+    pub timeout: Duration,
     pub memory_bytes: usize,
+    /// Most tasks of the type at once on this host (`None`: only the host's concurrency).
+    pub concurrency: Option<usize>,
+    /// Most task starts per second on this host (`None`: unlimited).
+    pub rate: Option<f64>,
+    pub capabilities: Capabilities,
 }
 
 impl Manifest {
@@ -92,12 +186,42 @@ impl Manifest {
         if manifest.fuel == Some(0) {
             return Err("fuel = 0: a handler needs some fuel to run; omit the field for the default".into());
         }
+        if manifest.timeout == Some(Duration::ZERO) {
+            return Err("timeout = 0: use a positive duration such as \"30s\"".into());
+        }
+        if manifest.concurrency == Some(0) {
+            return Err("concurrency = 0: use 1 or more; remove the plugin to stop the type".into());
+        }
+        if let Some(rate) = manifest.rate {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(format!("rate = {rate}: use a positive number of tasks per second"));
+            }
+        }
+        for (i, dir) in manifest.dirs.iter().enumerate() {
+            if !dir.guest.starts_with('/') {
+                return Err(format!("dirs[{i}].guest = {:?}: use an absolute guest path such as \"/data\"", dir.guest));
+            }
+        }
+        for entry in manifest.http.iter().flat_map(|h| &h.allow) {
+            if entry.contains('/') || entry.is_empty() {
+                return Err(format!("http.allow entry {entry:?}: write a host or host:port, without scheme or path"));
+            }
+        }
         Ok(manifest)
     }
 
-    /// Applies the host's defaults to every field the manifest leaves out.
-    pub fn resolve(&self, defaults: &Defaults) -> Policy {
-        Policy {
+    /// Applies the host's defaults to every field the manifest leaves out; relative folder
+    /// grants are resolved against `plugin_dir` and must exist.
+    pub fn resolve(&self, defaults: &Defaults, plugin_dir: &Path) -> Result<Policy, String> {
+        let mut dirs = Vec::new();
+        for (i, grant) in self.dirs.iter().enumerate() {
+            let host = if grant.host.is_absolute() { grant.host.clone() } else { plugin_dir.join(&grant.host) };
+            if !host.is_dir() {
+                return Err(format!("dirs[{i}].host: folder {} does not exist; create it or fix the path", host.display()));
+            }
+            dirs.push(GrantedDir { host, guest: grant.guest.clone(), writable: grant.writable });
+        }
+        Ok(Policy {
             max_retry: self.max_retry.unwrap_or(defaults.max_retry),
             backoff: Backoff::new(
                 self.backoff_base.unwrap_or(defaults.backoff.base),
@@ -106,8 +230,16 @@ impl Manifest {
             ),
             priority: self.priority.unwrap_or(0),
             fuel: self.fuel.unwrap_or(defaults.fuel),
+            timeout: self.timeout.unwrap_or(defaults.timeout),
             memory_bytes: self.memory.map(|m| m.0).unwrap_or(defaults.memory_bytes),
-        }
+            concurrency: self.concurrency,
+            rate: self.rate,
+            capabilities: Capabilities {
+                dirs,
+                env: self.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                http_allow: self.http.as_ref().map(|h| h.allow.clone()).unwrap_or_default(),
+            },
+        })
     }
 }
 
@@ -118,11 +250,13 @@ mod tests {
     #[test]
     fn empty_manifest_takes_every_default() {
         let defaults = Defaults::default();
-        let policy = Manifest::parse("").unwrap().resolve(&defaults);
+        let policy = Manifest::parse("").unwrap().resolve(&defaults, Path::new(".")).unwrap();
         assert_eq!(policy.max_retry, defaults.max_retry);
         assert_eq!(policy.backoff, defaults.backoff);
         assert_eq!(policy.fuel, defaults.fuel);
         assert_eq!(policy.priority, 0);
+        assert_eq!(policy.timeout, defaults.timeout);
+        assert_eq!(policy.capabilities, Capabilities::default(), "nothing is granted by default");
     }
 
     #[test]
@@ -131,7 +265,7 @@ mod tests {
             "max_retry = 5\nbackoff_base = \"2s\"\nbackoff_jitter = 0.25\npriority = 10\nfuel = 1000\nmemory = \"8MiB\"\n",
         )
         .unwrap();
-        let policy = manifest.resolve(&Defaults::default());
+        let policy = manifest.resolve(&Defaults::default(), Path::new(".")).unwrap();
         assert_eq!(policy.max_retry, 5);
         assert_eq!(policy.backoff.base, Duration::from_secs(2));
         assert_eq!(policy.backoff.jitter, 0.25);
@@ -150,6 +284,40 @@ mod tests {
         assert!(jitter.contains("backoff_jitter"), "{jitter}");
         let duration = Manifest::parse("backoff_base = \"soon\"").unwrap_err();
         assert!(duration.contains("backoff_base"), "{duration}");
+    }
+
+    #[test]
+    fn capabilities_resolve_and_validate() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("reports")).unwrap();
+        let manifest = Manifest::parse(
+            "timeout = \"5s\"\nconcurrency = 2\nrate = 0.5\n[[dirs]]\nhost = \"reports\"\nguest = \"/reports\"\nwritable = true\n[env]\nA = \"1\"\n[http]\nallow = [\"api.example.com\", \"127.0.0.1:8025\"]\n",
+        )
+        .unwrap();
+        let policy = manifest.resolve(&Defaults::default(), dir.path()).unwrap();
+        assert_eq!(policy.timeout, Duration::from_secs(5));
+        assert_eq!((policy.concurrency, policy.rate), (Some(2), Some(0.5)));
+        assert_eq!(policy.capabilities.dirs[0].host, dir.path().join("reports"));
+        assert!(policy.capabilities.dirs[0].writable);
+        assert_eq!(policy.capabilities.env, [("A".to_string(), "1".to_string())]);
+        let missing = Manifest::parse("[[dirs]]\nhost = \"nope\"\nguest = \"/x\"\n").unwrap();
+        assert!(missing.resolve(&Defaults::default(), dir.path()).unwrap_err().contains("dirs[0].host"));
+        assert!(Manifest::parse("[[dirs]]\nhost = \"r\"\nguest = \"rel\"\n").unwrap_err().contains("dirs[0].guest"));
+        assert!(Manifest::parse("[http]\nallow = [\"https://x.com/\"]\n").unwrap_err().contains("http.allow"));
+        assert!(Manifest::parse("rate = -1.0").unwrap_err().contains("rate"));
+        assert!(Manifest::parse("concurrency = 0").unwrap_err().contains("concurrency"));
+    }
+
+    #[test]
+    fn http_allow_list_matches_host_and_port() {
+        let caps = Capabilities { http_allow: vec!["api.example.com".into(), "127.0.0.1:8025".into()], ..Default::default() };
+        assert!(caps.http_permits("api.example.com", 443));
+        assert!(caps.http_permits("API.example.com", 80));
+        assert!(caps.http_permits("127.0.0.1", 8025));
+        assert!(!caps.http_permits("127.0.0.1", 8026));
+        assert!(!caps.http_permits("evil.example.com", 443));
+        assert!(!caps.http_permits("api.example.com.evil.net", 443));
+        assert!(!Capabilities::default().http_permits("api.example.com", 443));
     }
 
     #[test]

@@ -2,12 +2,14 @@
 //!
 //! `report.wasm` in the folder registers task type `report`; an optional `report.toml` beside
 //! it (the [`manifest`]) sets that type's policy. The [`registry`] maps task types to loaded
-//! plugins; the [`loader`] reads the folder and compiles what it finds.
+//! plugins; the [`loader`] reads and compiles files; the [`watcher`] keeps the registry in step
+//! with the folder while the host serves.
 
 pub mod loader;
 pub mod manifest;
 pub mod registry;
+pub mod watcher;
 
-pub use loader::{load_folder, LoadError};
+pub use loader::{LoadError, PluginLoader};
 pub use manifest::{Manifest, Policy};
 pub use registry::{Plugin, Registry};

@@ -26,6 +26,8 @@ pub struct Registry {
     plugins: RwLock<HashMap<String, Arc<Plugin>>>,
     /// The last load error per task type (file stem), for the operator to see.
     errors: RwLock<BTreeMap<String, String>>,
+    /// Task types whose plugin was removed while serving, and when.
+    removed: RwLock<BTreeMap<String, DateTime<Utc>>>,
 }
 
 impl Registry {
@@ -38,7 +40,23 @@ impl Registry {
     pub fn insert(&self, plugin: Plugin) {
         let name = plugin.task_type.clone();
         self.errors.write().expect("registry lock").remove(&name);
+        self.removed.write().expect("registry lock").remove(&name);
         self.plugins.write().expect("registry lock").insert(name, Arc::new(plugin));
+    }
+
+    /// Unregisters a task type (its file was removed); returns the plugin it had.
+    pub fn remove(&self, task_type: &str) -> Option<Arc<Plugin>> {
+        self.errors.write().expect("registry lock").remove(task_type);
+        let removed = self.plugins.write().expect("registry lock").remove(task_type);
+        if removed.is_some() {
+            self.removed.write().expect("registry lock").insert(task_type.to_string(), Utc::now());
+        }
+        removed
+    }
+
+    /// Task types removed while serving, with the time of removal.
+    pub fn removed(&self) -> BTreeMap<String, DateTime<Utc>> {
+        self.removed.read().expect("registry lock").clone()
     }
 
     /// Records that loading a plugin failed; a version already registered keeps serving.

@@ -1,35 +1,49 @@
 //! The WebAssembly sandbox: the only module that touches wasmtime.
 //!
-//! It compiles handler components ([`Sandbox::compile`]) and runs one attempt of a task in a
-//! fresh instance ([`Sandbox::run`]), so no state leaks from one task to the next. Every attempt
-//! gets:
-//! - a fuel budget, the per-task timeout that a busy loop cannot escape: when it runs out the
-//!   attempt ends with "fuel exhausted" and the task is retried like any failure;
-//! - a memory cap on its linear memories and tables;
-//! - WASI with nothing granted: no files, no environment, no network, no inherited stdio
-//!   (clocks and randomness work); the whole of WASI p2 is linked so components from any
+//! It compiles handler components ([`Sandbox::compile`], through the on-disk [`cache`]) and
+//! runs one attempt of a task in a fresh instance ([`Sandbox::run`]), so no state leaks from one
+//! task to the next. Every attempt is confined:
+//! - **fuel** bounds its computation: a busy loop ends with "fuel exhausted";
+//! - **wall-clock time**: an epoch deadline traps guest code that runs too long, and the whole
+//!   call (instantiation and host calls such as a WASI sleep included) is abandoned at the
+//!   timeout. One ticker thread per engine advances the epoch;
+//! - **memory**: linear memories and tables are capped; growing past the cap traps;
+//! - **capabilities**: WASI with nothing granted unless the plugin's manifest says so: folders
+//!   mapped read-only or read-write, named environment variables, outbound HTTP (wasi:http) to
+//!   listed hosts only. Sockets stay closed. All of WASI p2 is linked, so components from any
 //!   toolchain instantiate, and access is denied at run time;
-//! - the host imports of the handler world (`log`, `progress`), see [`host_api`].
+//! - **output**: stdout, stderr and `log` calls go to a bounded task log ([`output`]);
+//!   results are bounded too.
 //!
 //! Handlers run as futures that yield every [`FUEL_YIELD_INTERVAL`] units of fuel, so many
-//! attempts interleave on few threads, and dropping the future stops the guest at once.
+//! attempts interleave on few threads, and dropping the future (cancel, shutdown) stops the
+//! guest at its next yield. A store whose call was interrupted is dropped, never reused.
 
+pub mod cache;
 mod host_api;
+mod http;
+pub mod output;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, Trap};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use crate::plugins::manifest::Capabilities;
 use crate::task::AttemptOutcome;
-pub use host_api::{LogLevel, TaskEvents};
+pub use cache::{ArtifactCache, CacheUse};
+pub use host_api::{FollowUp, ServiceError, TaskServices};
+use output::TaskLog;
 
 mod bindings {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "handler",
+        imports: { default: async | trappable },
         exports: { default: async },
     });
 }
@@ -40,6 +54,8 @@ use bindings::spool::task::types::TaskInfo as WitTaskInfo;
 /// Fuel between two yields to the async executor: small enough that a busy handler gives up
 /// its thread every few tens of microseconds, large enough that yielding costs nothing visible.
 pub const FUEL_YIELD_INTERVAL: u64 = 50_000;
+/// How often the epoch advances; the granularity of the wall-clock limit on guest code.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Errors compiling a handler.
 #[derive(Debug, thiserror::Error)]
@@ -57,13 +73,21 @@ pub enum CompileError {
 #[error("could not set up the WebAssembly engine: {0:#}")]
 pub struct EngineError(wasmtime::Error);
 
-/// Limits for one attempt.
-#[derive(Debug, Clone, Copy)]
+/// Limits and grants for one attempt.
+#[derive(Debug, Clone)]
 pub struct RunLimits {
     /// Fuel (roughly, WebAssembly instructions) the attempt may burn.
     pub fuel: u64,
+    /// Wall-clock time the attempt may take.
+    pub timeout: Duration,
     /// Bytes of linear memory the instance may grow to.
     pub memory_bytes: usize,
+    /// Largest result accepted.
+    pub max_result_bytes: usize,
+    /// Bytes of output kept in the task log.
+    pub log_bytes: usize,
+    /// What the guest may reach.
+    pub capabilities: Capabilities,
 }
 
 /// What the handler learns about its task.
@@ -76,6 +100,13 @@ pub struct TaskInfo {
     pub idempotency_key: Option<String>,
 }
 
+/// How an attempt ended, with what it printed.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub outcome: AttemptOutcome,
+    pub log: String,
+}
+
 /// A compiled handler, validated against the handler world and ready to instantiate.
 #[derive(Clone)]
 pub struct CompiledHandler {
@@ -85,9 +116,11 @@ pub struct CompiledHandler {
 /// The per-attempt state a wasmtime `Store` carries.
 pub struct HostState {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    http_hooks: http::AllowList,
     table: ResourceTable,
     limits: StoreLimits,
-    events: host_api::TaskContext,
+    task: host_api::AttemptContext,
 }
 
 impl WasiView for HostState {
@@ -96,102 +129,208 @@ impl WasiView for HostState {
     }
 }
 
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.http_hooks }
+    }
+}
+
+/// Advances the engine's epoch until the last sandbox clone is dropped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    fn start(engine: &Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (engine, flag) = (engine.weak(), stop.clone());
+        std::thread::Builder::new()
+            .name("spool-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    match engine.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => return,
+                    }
+                }
+            })
+            .expect("spawn the epoch ticker thread");
+        EpochTicker { stop }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
 /// The engine and linker shared by every handler.
 #[derive(Clone)]
 pub struct Sandbox {
     engine: Engine,
     linker: Arc<Linker<HostState>>,
+    _ticker: Arc<EpochTicker>,
 }
 
 impl Sandbox {
-    /// Creates the engine (fuel metering on) and links WASI p2 and the host imports.
+    /// Creates the engine (fuel and epochs on) and links WASI p2, wasi:http and the host imports.
     pub fn new() -> Result<Self, EngineError> {
         let mut config = wasmtime::Config::new();
         config.consume_fuel(true);
+        config.epoch_interruption(true);
         config.wasm_component_model(true);
         let engine = Engine::new(&config).map_err(EngineError)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(EngineError)?;
         bindings::Handler::add_to_linker::<_, HasSelf<_>>(&mut linker, |state: &mut HostState| state)
             .map_err(EngineError)?;
-        Ok(Sandbox { engine, linker: Arc::new(linker) })
+        let ticker = Arc::new(EpochTicker::start(&engine));
+        Ok(Sandbox { engine, linker: Arc::new(linker), _ticker: ticker })
     }
 
-    /// Compiles a component and checks that it implements the handler world. CPU-heavy: call
-    /// it off the async executor (for example in `spawn_blocking`).
-    pub fn compile(&self, bytes: &[u8]) -> Result<CompiledHandler, CompileError> {
-        let component = Component::new(&self.engine, bytes).map_err(CompileError::Invalid)?;
-        let instance_pre =
-            self.linker.instantiate_pre(&component).map_err(CompileError::WrongWorld)?;
+    /// The compiled-code cache under `root` for this engine.
+    pub fn artifact_cache(&self, root: &std::path::Path) -> ArtifactCache {
+        ArtifactCache::new(root, &self.engine)
+    }
+
+    /// Compiles a component (or loads it from `cache`) and checks that it implements the
+    /// handler world. CPU-heavy on a cache miss: call it off the async executor.
+    pub fn compile(
+        &self,
+        bytes: &[u8],
+        version: &str,
+        cache: Option<&ArtifactCache>,
+    ) -> Result<(CompiledHandler, CacheUse), CompileError> {
+        let (component, used) = match cache {
+            Some(cache) => cache.load_or_compile(&self.engine, version, bytes).map_err(CompileError::Invalid)?,
+            None => (
+                wasmtime::component::Component::new(&self.engine, bytes).map_err(CompileError::Invalid)?,
+                CacheUse::Off,
+            ),
+        };
+        let instance_pre = self.linker.instantiate_pre(&component).map_err(CompileError::WrongWorld)?;
         let pre = bindings::HandlerPre::new(instance_pre).map_err(CompileError::WrongWorld)?;
-        Ok(CompiledHandler { pre })
+        Ok((CompiledHandler { pre }, used))
     }
 
-    /// Runs one attempt in a fresh instance and reports how it ended. Never fails: traps, fuel
-    /// exhaustion and instantiation errors become [`AttemptOutcome::Crashed`] with the reason.
+    /// Runs one attempt in a fresh instance and reports how it ended. Never fails: traps,
+    /// fuel exhaustion, timeouts and setup errors become [`AttemptOutcome::Crashed`].
     pub async fn run(
         &self,
         handler: &CompiledHandler,
         task: TaskInfo,
         payload: &str,
-        limits: RunLimits,
-        events: Arc<dyn TaskEvents>,
-    ) -> AttemptOutcome {
+        limits: &RunLimits,
+        services: Arc<dyn TaskServices>,
+    ) -> Attempt {
+        let log = TaskLog::new(limits.log_bytes);
+        let outcome = match self.build_store(&task, limits, services, &log) {
+            Ok(store) => {
+                let call = call_handler(handler, store, task, payload, limits);
+                match tokio::time::timeout(limits.timeout, call).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => AttemptOutcome::Crashed(timed_out(limits.timeout)),
+                }
+            }
+            Err(error) => AttemptOutcome::Crashed(format!("sandbox setup failed: {error:#}")),
+        };
+        Attempt { outcome, log: log.contents() }
+    }
+
+    fn build_store(
+        &self,
+        task: &TaskInfo,
+        limits: &RunLimits,
+        services: Arc<dyn TaskServices>,
+        log: &TaskLog,
+    ) -> wasmtime::Result<Store<HostState>> {
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(log.stream()).stderr(log.stream());
+        for dir in &limits.capabilities.dirs {
+            let perms = if dir.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
+            wasi.preopened_dir(&dir.host, &dir.guest, perms)?;
+        }
+        for (name, value) in &limits.capabilities.env {
+            wasi.env(name, value);
+        }
         let state = HostState {
-            wasi: WasiCtx::builder().build(),
+            wasi: wasi.build(),
+            http: WasiHttpCtx::new(),
+            http_hooks: http::AllowList::new(limits.capabilities.clone(), log.clone()),
             table: ResourceTable::new(),
             limits: StoreLimitsBuilder::new()
                 .memory_size(limits.memory_bytes)
                 .trap_on_grow_failure(true)
                 .build(),
-            events: host_api::TaskContext::new(task.id, task.task_type.clone(), events),
+            task: host_api::AttemptContext::new(task.id, task.task_type.clone(), services, log.clone()),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limits);
-        if let Err(error) = store.set_fuel(limits.fuel) {
-            return AttemptOutcome::Crashed(format!("sandbox setup failed: {error:#}"));
-        }
-        if let Err(error) = store.fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL)) {
-            return AttemptOutcome::Crashed(format!("sandbox setup failed: {error:#}"));
-        }
-        let info = WitTaskInfo {
-            id: task.id,
-            task_type: task.task_type,
-            attempt: task.attempt,
-            max_attempts: task.max_attempts,
-            idempotency_key: task.idempotency_key,
-        };
-        let instance = match handler.pre.instantiate_async(&mut store).await {
-            Ok(instance) => instance,
-            Err(error) => return AttemptOutcome::Crashed(describe_error(&error, limits)),
-        };
-        match instance.call_handle(&mut store, &info, payload).await {
-            Ok(Ok(result)) => AttemptOutcome::Succeeded(result),
-            Ok(Err(WitFailure::Retry(message))) => AttemptOutcome::Retry(message),
-            Ok(Err(WitFailure::Fail(message))) => AttemptOutcome::Fail(message),
-            Ok(Err(WitFailure::Snooze(seconds))) => {
-                AttemptOutcome::Snooze(Duration::from_secs(u64::from(seconds)))
-            }
-            Err(error) => AttemptOutcome::Crashed(describe_error(&error, limits)),
-        }
+        store.set_fuel(limits.fuel)?;
+        store.fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL))?;
+        let ticks = (limits.timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64 + 1;
+        store.set_epoch_deadline(ticks);
+        store.epoch_deadline_trap();
+        Ok(store)
     }
 }
 
+/// Instantiates the handler and calls `handle`, mapping every ending to an outcome.
+async fn call_handler(
+    handler: &CompiledHandler,
+    mut store: Store<HostState>,
+    task: TaskInfo,
+    payload: &str,
+    limits: &RunLimits,
+) -> AttemptOutcome {
+    let info = WitTaskInfo {
+        id: task.id,
+        task_type: task.task_type,
+        attempt: task.attempt,
+        max_attempts: task.max_attempts,
+        idempotency_key: task.idempotency_key,
+    };
+    let instance = match handler.pre.instantiate_async(&mut store).await {
+        Ok(instance) => instance,
+        Err(error) => return AttemptOutcome::Crashed(describe_error(&error, limits)),
+    };
+    match instance.call_handle(&mut store, &info, payload).await {
+        Ok(Ok(result)) if result.len() > limits.max_result_bytes => AttemptOutcome::Fail(format!(
+            "the result is {} bytes; the limit is {} (max_result): write large outputs to a granted folder and return a reference",
+            result.len(),
+            limits.max_result_bytes
+        )),
+        Ok(Ok(result)) => AttemptOutcome::Succeeded(result),
+        Ok(Err(WitFailure::Retry(message))) => AttemptOutcome::Retry(message),
+        Ok(Err(WitFailure::Fail(message))) => AttemptOutcome::Fail(message),
+        Ok(Err(WitFailure::Snooze(seconds))) => AttemptOutcome::Snooze(Duration::from_secs(u64::from(seconds))),
+        Err(error) => AttemptOutcome::Crashed(describe_error(&error, limits)),
+    }
+}
+
+fn timed_out(timeout: Duration) -> String {
+    format!("timed out: the attempt ran longer than its wall-clock limit of {timeout:?} and was stopped")
+}
+
 /// Turns a wasmtime error from instantiation or a call into a message for `last_error`.
-fn describe_error(error: &wasmtime::Error, limits: RunLimits) -> String {
+fn describe_error(error: &wasmtime::Error, limits: &RunLimits) -> String {
     match error.downcast_ref::<Trap>() {
         Some(Trap::OutOfFuel) => format!(
             "fuel exhausted: the handler used its whole budget of {} fuel units (the per-task \
-             time limit) and was stopped",
+             computation limit) and was stopped",
             limits.fuel
         ),
-        Some(Trap::StackOverflow) => "stack overflow: the handler recursed too deeply".to_string(),
+        Some(Trap::Interrupt) => timed_out(limits.timeout),
+        Some(Trap::StackOverflow) => "stack overflow: the handler recursed too deeply and was stopped".to_string(),
         Some(Trap::UnreachableCodeReached) => {
             format!("trap: the handler panicked or hit unreachable code ({error:#})")
         }
         Some(trap) => format!("trap: {trap} ({error:#})"),
         None if is_memory_limit(error) => format!(
-            "memory limit: the handler tried to grow its memory past {} bytes ({error:#})",
+            "memory limit: the handler tried to grow its memory past {} bytes and was stopped",
             limits.memory_bytes
         ),
         None => format!("handler error: {error:#}"),
@@ -200,5 +339,5 @@ fn describe_error(error: &wasmtime::Error, limits: RunLimits) -> String {
 
 fn is_memory_limit(error: &wasmtime::Error) -> bool {
     let text = format!("{error:#}");
-    text.contains("memory") && (text.contains("limit") || text.contains("grow"))
+    text.contains("forcing trap when growing memory") || text.contains("memory minimum size")
 }

@@ -73,6 +73,8 @@ pub struct Completion {
     pub transition: Transition,
     /// The content hash of the plugin build that ran this attempt.
     pub plugin_version: Option<String>,
+    /// What the attempt printed (bounded by the sandbox).
+    pub log: Option<String>,
     pub finished_at: DateTime<Utc>,
 }
 
@@ -131,8 +133,9 @@ pub trait Store: Send + Sync + 'static {
     /// Stores the latest progress of running tasks.
     async fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<(), StoreError>;
 
-    /// Extends the leases of every task `owner` is running; returns how many.
-    async fn extend_leases(&self, owner: &str, until: DateTime<Utc>) -> Result<u64, StoreError>;
+    /// Extends the leases of every task `owner` is running; returns their ids (a task this
+    /// host thinks it runs but which is missing was cancelled or rescued meanwhile).
+    async fn extend_leases(&self, owner: &str, until: DateTime<Utc>) -> Result<Vec<TaskId>, StoreError>;
 
     /// Returns tasks `owner` is running to pending without counting the attempt (shutdown).
     async fn release(&self, owner: &str, ids: &[TaskId]) -> Result<u64, StoreError>;
@@ -155,6 +158,24 @@ pub trait Store: Send + Sync + 'static {
 
     /// How many tasks are in each state.
     async fn counts(&self) -> Result<StatusCounts, StoreError>;
+
+    /// Pending tasks per task type.
+    async fn pending_by_type(&self) -> Result<std::collections::BTreeMap<String, u64>, StoreError>;
+
+    /// Whether the effect `key` of `task_type` was recorded as done.
+    async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError>;
+
+    /// Records the effect `key` of `task_type` as done (committed before returning).
+    async fn record_effect(&self, task_type: &str, key: &str, task_id: TaskId) -> Result<(), StoreError>;
+
+    /// Reads a key of a task type's key-value store.
+    async fn kv_get(&self, task_type: &str, key: &str) -> Result<Option<String>, StoreError>;
+
+    /// Writes a key of a task type's key-value store.
+    async fn kv_set(&self, task_type: &str, key: &str, value: &str) -> Result<(), StoreError>;
+
+    /// Deletes a key; true when it existed.
+    async fn kv_delete(&self, task_type: &str, key: &str) -> Result<bool, StoreError>;
 
     /// Checks that the database answers.
     async fn ping(&self) -> Result<(), StoreError>;

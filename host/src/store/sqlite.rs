@@ -114,6 +114,7 @@ struct TaskRow {
     progress: Option<i64>,
     progress_note: Option<String>,
     plugin_version: Option<String>,
+    log: Option<String>,
     created_at: i64,
     updated_at: i64,
 }
@@ -146,6 +147,7 @@ impl TryFrom<TaskRow> for Task {
             progress: row.progress.map(|p| p.clamp(0, 100) as u8),
             progress_note: row.progress_note,
             plugin_version: row.plugin_version,
+            log: row.log,
             created_at: time_from_millis(id, row.created_at)?,
             updated_at: time_from_millis(id, row.updated_at)?,
         })
@@ -273,6 +275,7 @@ impl Store for SqliteStore {
                     "result": t.result,
                     "error": t.error,
                     "plugin_version": c.plugin_version,
+                    "log": c.log,
                     "finished_at": t.status.is_final().then(|| millis(c.finished_at)),
                     "now": millis(c.finished_at),
                 })
@@ -286,6 +289,7 @@ impl Store for SqliteStore {
                  result = c.result, \
                  last_error = COALESCE(c.error, async_task.last_error), \
                  plugin_version = COALESCE(c.plugin_version, async_task.plugin_version), \
+                 log = c.log, \
                  finished_at = c.finished_at, \
                  lease_owner = NULL, lease_expires_at = NULL, \
                  updated_at = c.now \
@@ -293,7 +297,7 @@ impl Store for SqliteStore {
                           value ->> '$.claimed' AS claimed, value ->> '$.status' AS status, \
                           value ->> '$.retry_count' AS retry_count, \
                           value ->> '$.next_run_at' AS next_run_at, value ->> '$.result' AS result, \
-                          value ->> '$.error' AS error, value ->> '$.plugin_version' AS plugin_version, \
+                          value ->> '$.error' AS error, value ->> '$.plugin_version' AS plugin_version, value ->> '$.log' AS log, \
                           value ->> '$.finished_at' AS finished_at, value ->> '$.now' AS now \
                    FROM json_each(?1)) AS c \
              WHERE async_task.id = c.id AND async_task.status = 1 \
@@ -326,15 +330,15 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn extend_leases(&self, owner: &str, until: DateTime<Utc>) -> Result<u64, StoreError> {
-        let outcome = sqlx::query(
-            "UPDATE async_task SET lease_expires_at = ?2 WHERE status = 1 AND lease_owner = ?1",
+    async fn extend_leases(&self, owner: &str, until: DateTime<Utc>) -> Result<Vec<TaskId>, StoreError> {
+        let ids: Vec<(i64,)> = sqlx::query_as(
+            "UPDATE async_task SET lease_expires_at = ?2 WHERE status = 1 AND lease_owner = ?1 RETURNING id",
         )
         .bind(owner)
         .bind(millis(until))
-        .execute(&self.writer)
+        .fetch_all(&self.writer)
         .await?;
-        Ok(outcome.rows_affected())
+        Ok(ids.into_iter().map(|(id,)| id).collect())
     }
 
     async fn release(&self, owner: &str, ids: &[TaskId]) -> Result<u64, StoreError> {
@@ -453,6 +457,75 @@ impl Store for SqliteStore {
         Ok(counts)
     }
 
+    async fn pending_by_type(&self) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT task_type, COUNT(*) FROM async_task WHERE status = 0 GROUP BY task_type",
+        )
+        .fetch_all(&self.reader)
+        .await?;
+        Ok(rows.into_iter().map(|(t, n)| (t, n as u64)).collect())
+    }
+
+    async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {
+        // Read through the writer: a record committed a moment ago must be seen.
+        let row: Option<(i64,)> = sqlx::query_as(
+            "SELECT 1 FROM effect_ledger WHERE task_type = ? AND effect_key = ?",
+        )
+        .bind(task_type)
+        .bind(key)
+        .fetch_optional(&self.writer)
+        .await?;
+        Ok(row.is_some())
+    }
+
+    async fn record_effect(&self, task_type: &str, key: &str, task_id: TaskId) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO effect_ledger (task_type, effect_key, task_id, recorded_at) VALUES (?, ?, ?, ?) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(task_type)
+        .bind(key)
+        .bind(task_id)
+        .bind(millis(Utc::now()))
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn kv_get(&self, task_type: &str, key: &str) -> Result<Option<String>, StoreError> {
+        let row: Option<(String,)> = sqlx::query_as(
+            "SELECT kv_value FROM task_kv WHERE task_type = ? AND kv_key = ?",
+        )
+        .bind(task_type)
+        .bind(key)
+        .fetch_optional(&self.writer)
+        .await?;
+        Ok(row.map(|(value,)| value))
+    }
+
+    async fn kv_set(&self, task_type: &str, key: &str, value: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO task_kv (task_type, kv_key, kv_value, updated_at) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (task_type, kv_key) DO UPDATE SET kv_value = ?3, updated_at = ?4",
+        )
+        .bind(task_type)
+        .bind(key)
+        .bind(value)
+        .bind(millis(Utc::now()))
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn kv_delete(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {
+        let outcome = sqlx::query("DELETE FROM task_kv WHERE task_type = ? AND kv_key = ?")
+            .bind(task_type)
+            .bind(key)
+            .execute(&self.writer)
+            .await?;
+        Ok(outcome.rows_affected() > 0)
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.reader).await?;
         Ok(())
@@ -524,6 +597,7 @@ mod tests {
             claimed_retry_count: task.retry_count,
             transition: Transition { status: Status::Done, retry_count: task.retry_count, next_run_at: None, result: Some("1".into()), error: None },
             plugin_version: Some("v1".into()),
+            log: Some("printed".into()),
             finished_at: Utc::now(),
         }
     }
@@ -600,7 +674,9 @@ mod tests {
         store.enqueue(vec![task("a", 0, now), task("a", 0, now)]).await.unwrap();
         let claimed = store.claim(&claim_request(2, now)).await.unwrap();
         let until = now + chrono::Duration::seconds(300);
-        assert_eq!(store.extend_leases("me", until).await.unwrap(), 2);
+        let mut extended = store.extend_leases("me", until).await.unwrap();
+        extended.sort();
+        assert_eq!(extended, [claimed[0].id, claimed[1].id]);
         assert_eq!(store.rescue_expired(now + chrono::Duration::seconds(60)).await.unwrap(), RescueReport::default());
         assert_eq!(store.release("me", &[claimed[0].id]).await.unwrap(), 1);
         let released = store.get(claimed[0].id).await.unwrap().unwrap();
@@ -636,6 +712,25 @@ mod tests {
         let retried = store.retry(id, now).await.unwrap();
         assert_eq!((retried.status, retried.retry_count), (Status::Pending, 0));
         assert!(matches!(store.cancel(4242, now).await, Err(StoreError::NotFound(4242))));
+    }
+
+    #[tokio::test]
+    async fn effects_and_kv_are_per_task_type_and_durable() {
+        let (dir, store) = open_temp().await;
+        assert!(!store.effect_done("mail", "m-1").await.unwrap());
+        store.record_effect("mail", "m-1", 7).await.unwrap();
+        store.record_effect("mail", "m-1", 8).await.unwrap(); // twice is harmless
+        assert!(store.effect_done("mail", "m-1").await.unwrap());
+        assert!(!store.effect_done("report", "m-1").await.unwrap(), "namespaced by type");
+        store.kv_set("report", "hits", "1").await.unwrap();
+        store.kv_set("report", "hits", "2").await.unwrap();
+        assert_eq!(store.kv_get("report", "hits").await.unwrap().as_deref(), Some("2"));
+        assert_eq!(store.kv_get("mail", "hits").await.unwrap(), None);
+        store.close().await;
+        let reopened = SqliteStore::open(&format!("sqlite://{}", dir.path().join("t.db").display())).await.unwrap();
+        assert!(reopened.effect_done("mail", "m-1").await.unwrap());
+        assert!(reopened.kv_delete("report", "hits").await.unwrap());
+        assert!(!reopened.kv_delete("report", "hits").await.unwrap());
     }
 
     #[test]

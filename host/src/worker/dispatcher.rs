@@ -1,27 +1,31 @@
 //! The dispatcher: claims due tasks and runs each in the sandbox.
 //!
 //! One loop per host. It claims at most as many tasks as it has free slots (the configured
-//! concurrency), in one statement per batch, so no task waits leased on a busy host. When a
-//! claim comes back short it sleeps until an enqueue on this host wakes it, a slot frees, or
-//! the poll interval passes (which covers other hosts' enqueues and scheduled tasks).
+//! concurrency), so no task waits leased on a busy host. Task types whose manifest limits
+//! their concurrency or start rate are claimed first, each within its own budget, in one
+//! statement per such type; all other types share one statement. When a claim comes back
+//! short the loop sleeps until an enqueue on this host wakes it, an attempt finishes, a rate
+//! limit allows the next start, or the poll interval passes (which covers other hosts'
+//! enqueues and scheduled tasks).
 //!
 //! Attempts run on the sandbox runtime, a thread pool of their own, so CPU-bound handlers
 //! cannot starve the HTTP API on the main runtime.
 
 use chrono::Utc;
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use super::completer::{Update, UpdateSender};
+use super::in_flight::InFlight;
+use super::rate::RateLimits;
 use super::RetryPause;
-use crate::plugins::Registry;
-use crate::sandbox::{RunLimits, Sandbox, TaskEvents, TaskInfo};
+use crate::plugins::{Plugin, Registry};
+use crate::sandbox::{RunLimits, Sandbox, TaskInfo, TaskServices};
 use crate::shutdown::{Shutdown, Stage};
-use crate::store::{ClaimRequest, Completion, ProgressUpdate, SharedStore};
-use crate::task::{decide, Task, TaskId};
+use crate::store::{ClaimRequest, Completion, SharedStore, StoreError};
+use crate::task::{decide, Task};
 
 /// What the dispatcher needs; built once by the host.
 pub struct Dispatcher {
@@ -31,25 +35,29 @@ pub struct Dispatcher {
     /// Where attempts run.
     pub runtime: tokio::runtime::Handle,
     pub updates: UpdateSender,
+    /// Host services for handlers.
+    pub services: Arc<dyn TaskServices>,
+    /// Attempts running here, shared with the API (cancel) and the lease keeper.
+    pub in_flight: Arc<InFlight>,
     /// This host's lease owner name.
     pub owner: String,
     pub concurrency: usize,
     pub lease: Duration,
     pub poll_interval: Duration,
     pub shutdown_grace: Duration,
+    pub max_result_bytes: usize,
+    pub log_bytes: usize,
     /// Enqueues on this host notify it.
     pub wake: Arc<Notify>,
     pub shutdown: Shutdown,
 }
 
-/// Sends a handler's progress reports to the completer without ever blocking the guest.
-struct ProgressReporter(UpdateSender);
-
-impl TaskEvents for ProgressReporter {
-    fn progress(&self, task_id: u64, percent: u8, note: String) {
-        // Progress is advisory: under extreme back-pressure a report may be dropped.
-        let _ = self.0.try_send(Update::Progress(ProgressUpdate { id: task_id as i64, percent, note }));
-    }
+/// One claim statement to make: task types and how many rows at most.
+struct ClaimPlan {
+    task_types: Vec<String>,
+    limit: usize,
+    /// For a rate-limited type: its rate, to charge the bucket for what was claimed.
+    rate: Option<f64>,
 }
 
 impl Dispatcher {
@@ -58,13 +66,12 @@ impl Dispatcher {
     pub async fn run(self) {
         let this = Arc::new(self);
         let slots = Arc::new(Semaphore::new(this.concurrency));
-        let in_flight: Arc<Mutex<HashSet<TaskId>>> = Arc::default();
+        let finished = Arc::new(Notify::new());
+        let rates = Mutex::new(RateLimits::default());
         let mut running = JoinSet::new();
         let mut pause = RetryPause::new();
-        let events: Arc<dyn TaskEvents> = Arc::new(ProgressReporter(this.updates.clone()));
 
         while this.shutdown.stage() == Stage::Running {
-            // Reap finished attempts so the JoinSet does not grow.
             while running.try_join_next().is_some() {}
 
             let free = slots.available_permits();
@@ -75,14 +82,8 @@ impl Dispatcher {
                 }
                 continue;
             }
-            let request = ClaimRequest {
-                owner: this.owner.clone(),
-                limit: free,
-                task_types: this.registry.task_types(),
-                now: Utc::now(),
-                lease: this.lease,
-            };
-            let claimed = match this.store.claim(&request).await {
+            let (plans, rate_wait) = this.plan(free, &mut rates.lock().expect("rate lock"));
+            let claimed = match this.claim(free, &plans, &rates).await {
                 Ok(tasks) => {
                     pause.reset();
                     tasks
@@ -98,39 +99,110 @@ impl Dispatcher {
                 }
             };
             let short = claimed.len() < free;
-            for task in claimed {
+            for (task, plugin, cancelled) in claimed {
                 let permit = slots.clone().try_acquire_owned().expect("claimed no more than the free slots");
-                in_flight.lock().expect("in-flight lock").insert(task.id);
-                let attempt = this.clone().attempt(task, permit, in_flight.clone(), events.clone());
+                let attempt = this.clone().attempt(task, plugin, cancelled, permit, finished.clone());
                 running.spawn_on(attempt, &this.runtime);
             }
             if short {
+                let wait = rate_wait.map_or(this.poll_interval, |w| w.min(this.poll_interval));
                 tokio::select! {
                     _ = this.wake.notified() => {}
-                    _ = tokio::time::sleep(this.poll_interval) => {}
+                    _ = finished.notified() => {}
+                    _ = tokio::time::sleep(wait) => {}
                     _ = this.shutdown.reached(Stage::Graceful) => break,
                 }
             }
         }
-        this.drain(running, in_flight).await;
+        this.drain(running).await;
+    }
+
+    /// Splits the free slots into claim statements: one per task type with a concurrency or
+    /// rate limit (within its budget), then one for all other types. Also returns how soon a
+    /// rate-limited type may start its next task, if one is waiting on its rate.
+    fn plan(&self, free: usize, rates: &mut RateLimits) -> (Vec<ClaimPlan>, Option<Duration>) {
+        let now = Instant::now();
+        let mut limited = Vec::new();
+        let mut unlimited = Vec::new();
+        let mut rate_wait: Option<Duration> = None;
+        for plugin in self.registry.plugins() {
+            let policy = &plugin.policy;
+            if policy.concurrency.is_none() && policy.rate.is_none() {
+                unlimited.push(plugin.task_type.clone());
+                continue;
+            }
+            let mut budget = free;
+            if let Some(max) = policy.concurrency {
+                budget = budget.min(max.saturating_sub(self.in_flight.running_of(&plugin.task_type)));
+            }
+            if let Some(rate) = policy.rate {
+                let available = rates.available(&plugin.task_type, rate, now);
+                if available == 0 {
+                    let next = rates.next_start_in(&plugin.task_type, rate, now);
+                    rate_wait = Some(rate_wait.map_or(next, |w| w.min(next)));
+                }
+                budget = budget.min(available);
+            }
+            if budget > 0 {
+                limited.push(ClaimPlan { task_types: vec![plugin.task_type.clone()], limit: budget, rate: policy.rate });
+            }
+        }
+        if !unlimited.is_empty() {
+            limited.push(ClaimPlan { task_types: unlimited, limit: free, rate: None });
+        }
+        (limited, rate_wait)
+    }
+
+    /// Runs the claim statements within the free slots; pairs each task with its plugin and
+    /// registers it in flight (with the signal that cancels it).
+    async fn claim(
+        &self,
+        free: usize,
+        plans: &[ClaimPlan],
+        rates: &Mutex<RateLimits>,
+    ) -> Result<Vec<(Task, Arc<Plugin>, Arc<Notify>)>, StoreError> {
+        let mut claimed = Vec::new();
+        for plan in plans {
+            let limit = plan.limit.min(free.saturating_sub(claimed.len()));
+            if limit == 0 {
+                continue;
+            }
+            let request = ClaimRequest {
+                owner: self.owner.clone(),
+                limit,
+                task_types: plan.task_types.clone(),
+                now: Utc::now(),
+                lease: self.lease,
+            };
+            let tasks = self.store.claim(&request).await?;
+            if let (Some(rate), Some(task)) = (plan.rate, tasks.first()) {
+                rates.lock().expect("rate lock").take(&task.task_type, rate, tasks.len(), Instant::now());
+            }
+            for task in tasks {
+                match self.registry.get(&task.task_type) {
+                    Some(plugin) => {
+                        let cancelled = self.in_flight.start(task.id, &task.task_type);
+                        claimed.push((task, plugin, cancelled));
+                    }
+                    None => {
+                        // Unregistered between planning and claiming: hand it back untouched.
+                        self.store.release(&self.owner, &[task.id]).await?;
+                    }
+                }
+            }
+        }
+        Ok(claimed)
     }
 
     /// Runs one attempt and hands its outcome to the completer.
     async fn attempt(
         self: Arc<Self>,
         task: Task,
+        plugin: Arc<Plugin>,
+        cancelled: Arc<Notify>,
         permit: OwnedSemaphorePermit,
-        in_flight: Arc<Mutex<HashSet<TaskId>>>,
-        events: Arc<dyn TaskEvents>,
+        finished: Arc<Notify>,
     ) {
-        let Some(plugin) = self.registry.get(&task.task_type) else {
-            // Unregistered between claim and start: hand it back untouched.
-            in_flight.lock().expect("in-flight lock").remove(&task.id);
-            if let Err(error) = self.store.release(&self.owner, &[task.id]).await {
-                tracing::warn!(task_id = task.id, "releasing a task of an unregistered type failed: {error}");
-            }
-            return;
-        };
         let info = TaskInfo {
             id: task.id as u64,
             task_type: task.task_type.clone(),
@@ -138,15 +210,35 @@ impl Dispatcher {
             max_attempts: task.max_attempts(),
             idempotency_key: task.idempotency_key.clone(),
         };
-        let limits = RunLimits { fuel: plugin.policy.fuel, memory_bytes: plugin.policy.memory_bytes };
+        let policy = &plugin.policy;
+        let limits = RunLimits {
+            fuel: policy.fuel,
+            timeout: policy.timeout,
+            memory_bytes: policy.memory_bytes,
+            max_result_bytes: self.max_result_bytes,
+            log_bytes: self.log_bytes,
+            capabilities: policy.capabilities.clone(),
+        };
         let payload = task.payload.to_string();
-        let started = std::time::Instant::now();
-        let outcome = self.sandbox.run(&plugin.handler, info, &payload, limits, events).await;
+        let started = Instant::now();
+        let run = self.sandbox.run(&plugin.handler, info, &payload, &limits, self.services.clone());
+        let attempt = tokio::select! {
+            attempt = run => attempt,
+            _ = cancelled.notified() => {
+                // The task was cancelled (its row already says so); dropping the run stopped
+                // the guest. Nothing to record.
+                tracing::info!(task_id = task.id, task_type = %task.task_type, "running attempt interrupted: the task was cancelled");
+                self.in_flight.finish(task.id);
+                drop(permit);
+                finished.notify_one();
+                return;
+            }
+        };
         let transition = decide(
             task.retry_count,
             task.max_retry,
-            outcome,
-            &plugin.policy.backoff,
+            attempt.outcome,
+            &policy.backoff,
             Utc::now(),
             rand::random::<f64>(),
         );
@@ -156,7 +248,6 @@ impl Dispatcher {
             attempt = task.attempt(),
             status = %transition.status,
             elapsed_ms = started.elapsed().as_millis() as u64,
-            error = transition.error.as_deref().unwrap_or(""),
             "attempt finished"
         );
         if let Some(error) = &transition.error {
@@ -168,20 +259,22 @@ impl Dispatcher {
             claimed_retry_count: task.retry_count,
             transition,
             plugin_version: Some(plugin.version.clone()),
+            log: (!attempt.log.is_empty()).then_some(attempt.log),
             finished_at: Utc::now(),
         };
         // Off the in-flight list before the completion is queued: shutdown releases only tasks
         // whose outcome will never be written.
-        in_flight.lock().expect("in-flight lock").remove(&task.id);
+        self.in_flight.finish(task.id);
         if self.updates.send(Update::Finished(completion)).await.is_err() {
             tracing::error!(task_id = task.id, "the completer stopped before this attempt could be recorded; the task will be rescued");
         }
         drop(permit);
+        finished.notify_one();
     }
 
     /// Waits for running attempts within the grace period, then stops the rest and returns
     /// their tasks to pending without counting the attempt.
-    async fn drain(&self, mut running: JoinSet<()>, in_flight: Arc<Mutex<HashSet<TaskId>>>) {
+    async fn drain(&self, mut running: JoinSet<()>) {
         let count = running.len();
         if count > 0 {
             tracing::info!(running = count, grace = ?self.shutdown_grace, "waiting for running tasks to finish");
@@ -194,7 +287,7 @@ impl Dispatcher {
         }
         running.abort_all();
         while running.join_next().await.is_some() {}
-        let unfinished: Vec<TaskId> = in_flight.lock().expect("in-flight lock").drain().collect();
+        let unfinished = self.in_flight.drain();
         if unfinished.is_empty() {
             return;
         }

@@ -1,9 +1,14 @@
 //! Keeps the leases of tasks running on this host alive, so the rescuer (on any host) only
-//! takes back tasks whose host has really stopped.
+//! takes back tasks whose host has really stopped. It also notices tasks this host runs that
+//! are no longer leased to it (cancelled through another host's API, or rescued after this
+//! host lost the database for too long) and interrupts their attempts.
 
 use chrono::Utc;
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::in_flight::InFlight;
 use crate::shutdown::{Shutdown, Stage};
 use crate::store::SharedStore;
 use crate::task::chrono_duration;
@@ -14,6 +19,7 @@ pub struct LeaseKeeper {
     pub owner: String,
     pub lease: Duration,
     pub interval: Duration,
+    pub in_flight: Arc<InFlight>,
     pub shutdown: Shutdown,
 }
 
@@ -28,9 +34,19 @@ impl LeaseKeeper {
                 _ = ticker.tick() => {}
                 _ = self.shutdown.reached(Stage::Immediate) => return,
             }
+            // Taken before the statement: anything claimed later is not expected in its answer.
+            let running: Vec<i64> = self.in_flight.ids();
             let until = Utc::now() + chrono_duration(self.lease);
-            if let Err(error) = self.store.extend_leases(&self.owner, until).await {
-                tracing::warn!("extending task leases failed: {error}; will try again");
+            match self.store.extend_leases(&self.owner, until).await {
+                Ok(leased) => {
+                    let leased: HashSet<i64> = leased.into_iter().collect();
+                    for id in running.into_iter().filter(|id| !leased.contains(id)) {
+                        if self.in_flight.cancel(id) {
+                            tracing::info!(task_id = id, "the task is no longer leased to this host (cancelled or rescued); interrupting its attempt");
+                        }
+                    }
+                }
+                Err(error) => tracing::warn!("extending task leases failed: {error}; will try again"),
             }
         }
     }

@@ -3,7 +3,9 @@
 //! - [`dispatcher`]: claims due tasks in batches and runs each in the sandbox;
 //! - [`completer`]: commits finished attempts (and progress) in batches;
 //! - [`lease_keeper`]: extends the leases of tasks this host is running;
-//! - [`rescuer`]: returns tasks whose host died (lease expired) to the queue.
+//! - [`rescuer`]: returns tasks whose host died (lease expired) to the queue;
+//! - [`in_flight`]: the attempts running here; [`rate`]: per-type start rates;
+//! - [`services`]: the durable host services handlers call.
 //!
 //! Each service is a struct with an async `run` that ends when the shared [`Shutdown`]
 //! signal asks it to; [`crate::host`] starts and stops them in one place.
@@ -12,8 +14,11 @@
 
 pub mod completer;
 pub mod dispatcher;
+pub mod in_flight;
 pub mod lease_keeper;
+pub mod rate;
 pub mod rescuer;
+pub mod services;
 
 use std::time::Duration;
 

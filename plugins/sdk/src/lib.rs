@@ -51,14 +51,44 @@
 //! * **A panic is a trap.** The instance is torn down and the host treats the attempt as
 //!   failed; return a [`Failure`] instead wherever the problem can be foreseen.
 //! * **Side effects may repeat.** An attempt can be retried after doing part of its work, or
-//!   run again after the host stopped mid-task; use [`TaskInfo::idempotency_key`] (or the
-//!   stable [`TaskInfo::id`]) to make external effects idempotent.
+//!   run again after the host stopped mid-task. Guard external effects with the [`effects`]
+//!   ledger, and pass a key built from the stable [`TaskInfo::id`] (or the caller's
+//!   [`TaskInfo::idempotency_key`]) to downstream services as their idempotency key.
 //!
 //! # Talking to the host
 //!
-//! [`log`] writes lines to the host's log, tagged with the task, and [`progress()`] reports
-//! how far the task has come; the status API shows it while the task runs. The raw imports
-//! are in [`host`].
+//! The host offers these services (the raw imports are in [`host`]):
+//!
+//! * [`log`] writes lines to the task's log and the host's log, tagged with the task.
+//! * [`progress()`] reports how far the task has come; the status API shows it while the
+//!   task runs.
+//! * [`effects`] is the effect ledger: [`effects::once`] skips an external effect that an
+//!   earlier run already did, and records it after it succeeds.
+//! * [`kv`] is the task type's key-value store, shared by all its tasks and durable.
+//! * [`enqueue()`] adds a follow-up task, with [`EnqueueOptions`]; a retried task that
+//!   enqueues the same follow-ups in the same order does not enqueue them twice.
+//!
+//! ```no_run
+//! use spool_sdk::{EnqueueOptions, Failure, Handler, TaskInfo, effects, kv};
+//!
+//! struct Order;
+//!
+//! impl Handler for Order {
+//!     fn handle(task: TaskInfo, payload: String) -> Result<String, Failure> {
+//!         let key = format!("charge:{}", task.id);
+//!         effects::once(&key, || {
+//!             // Charge the card here, passing `key` as the payment service's idempotency key.
+//!             Ok(())
+//!         })?;
+//!         let orders: u64 = kv::get("orders").and_then(|n| n.parse().ok()).unwrap_or(0);
+//!         kv::set("orders", (orders + 1).to_string());
+//!         spool_sdk::enqueue("receipt", &payload, EnqueueOptions::default())
+//!             .map_err(Failure::Fail)?;
+//!         Ok(payload)
+//!     }
+//! }
+//! # spool_sdk::export_handler!(Order);
+//! ```
 //!
 //! # Features
 //!
@@ -86,14 +116,18 @@ pub mod bindings {
     });
 }
 
+pub mod effects;
+mod follow_up;
 #[cfg(feature = "json")]
 pub mod json;
+pub mod kv;
 pub mod log;
 
 pub use bindings::Guest as Handler;
 pub use bindings::export_handler;
 pub use bindings::spool::task::host;
 pub use bindings::spool::task::types::{Failure, TaskInfo};
+pub use follow_up::{EnqueueOptions, enqueue};
 
 impl Failure {
     /// A transient failure: the host retries the task while attempts remain.

@@ -1,0 +1,121 @@
+//! `GET /plugins`: the task types this host runs, their versions and policies, and the plugin
+//! files that failed to load.
+
+use axum::extract::State;
+use axum::Json;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+use super::error::ApiError;
+use super::AppState;
+use crate::plugins::manifest::Capabilities;
+
+/// A loaded task type.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PluginView {
+    pub task_type: String,
+    /// SHA-256 of the component file.
+    pub version: String,
+    /// The component file.
+    pub path: String,
+    pub loaded_at: DateTime<Utc>,
+    pub policy: PolicyView,
+    pub capabilities: Capabilities,
+    /// The last failed attempt to load a newer file for this type (the loaded version keeps serving).
+    pub last_error: Option<String>,
+    /// Tasks of the type waiting to run.
+    pub pending: u64,
+}
+
+/// A task type's effective policy.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PolicyView {
+    pub max_retry: u32,
+    pub backoff_base_ms: u64,
+    pub backoff_max_ms: u64,
+    pub backoff_jitter: f64,
+    pub priority: i32,
+    pub fuel: u64,
+    pub timeout_ms: u64,
+    pub memory_bytes: usize,
+    /// Most tasks at once on this host; absent: only the host's concurrency limits it.
+    pub concurrency: Option<usize>,
+    /// Most task starts per second on this host; absent: unlimited.
+    pub rate: Option<f64>,
+}
+
+/// A task type that is not loaded: its file failed to load, or was removed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UnloadedView {
+    pub task_type: String,
+    /// Why it is not loaded.
+    pub error: Option<String>,
+    /// When its file was removed (while this host served).
+    pub removed_at: Option<DateTime<Utc>>,
+    /// Its tasks waiting for a plugin to return.
+    pub pending: u64,
+}
+
+/// Everything about this host's plugins.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PluginsView {
+    /// The plugin folder.
+    pub folder: String,
+    pub plugins: Vec<PluginView>,
+    pub unloaded: Vec<UnloadedView>,
+}
+
+/// The plugins of this host.
+#[utoipa::path(get, path = "/plugins", tag = "host",
+    responses((status = 200, description = "Loaded task types and load errors", body = PluginsView)))]
+pub async fn list_plugins(State(state): State<Arc<AppState>>) -> Result<Json<PluginsView>, ApiError> {
+    let pending = state.store.pending_by_type().await?;
+    let errors = state.registry.errors();
+    let removed = state.registry.removed();
+    let plugins: Vec<PluginView> = state
+        .registry
+        .plugins()
+        .into_iter()
+        .map(|plugin| {
+            let p = &plugin.policy;
+            PluginView {
+                task_type: plugin.task_type.clone(),
+                version: plugin.version.clone(),
+                path: plugin.path.display().to_string(),
+                loaded_at: plugin.loaded_at,
+                policy: PolicyView {
+                    max_retry: p.max_retry,
+                    backoff_base_ms: p.backoff.base.as_millis() as u64,
+                    backoff_max_ms: p.backoff.max_delay.as_millis() as u64,
+                    backoff_jitter: p.backoff.jitter,
+                    priority: p.priority,
+                    fuel: p.fuel,
+                    timeout_ms: p.timeout.as_millis() as u64,
+                    memory_bytes: p.memory_bytes,
+                    concurrency: p.concurrency,
+                    rate: p.rate,
+                },
+                capabilities: p.capabilities.clone(),
+                last_error: errors.get(&plugin.task_type).cloned(),
+                pending: pending.get(&plugin.task_type).copied().unwrap_or(0),
+            }
+        })
+        .collect();
+    let loaded: std::collections::BTreeSet<&str> = plugins.iter().map(|p| p.task_type.as_str()).collect();
+    let mut unloaded: std::collections::BTreeMap<String, UnloadedView> = std::collections::BTreeMap::new();
+    for (task_type, error) in errors.iter().filter(|(t, _)| !loaded.contains(t.as_str())) {
+        unloaded.insert(task_type.clone(), UnloadedView { task_type: task_type.clone(), error: Some(error.clone()), removed_at: None, pending: pending.get(task_type).copied().unwrap_or(0) });
+    }
+    for (task_type, at) in removed.iter().filter(|(t, _)| !loaded.contains(t.as_str())) {
+        let entry = unloaded.entry(task_type.clone()).or_insert_with(|| UnloadedView {
+            task_type: task_type.clone(),
+            error: None,
+            removed_at: None,
+            pending: pending.get(task_type).copied().unwrap_or(0),
+        });
+        entry.removed_at = Some(*at);
+    }
+    Ok(Json(PluginsView { folder: state.config.plugin_dir.display().to_string(), plugins, unloaded: unloaded.into_values().collect() }))
+}

@@ -1,0 +1,68 @@
+//! Validation and defaults for new tasks, shared by the HTTP API and the follow-up tasks
+//! handlers enqueue: one place decides what a valid task is.
+
+use chrono::{DateTime, Utc};
+
+use crate::plugins::loader::is_valid_task_type;
+use crate::plugins::Registry;
+use crate::task::NewTask;
+
+/// Longest accepted idempotency key.
+pub const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// A task as a caller describes it, before defaults.
+#[derive(Debug, Clone)]
+pub struct TaskRequest {
+    pub task_type: String,
+    /// JSON text.
+    pub payload: String,
+    pub priority: Option<i32>,
+    pub max_retry: Option<u32>,
+    pub run_at: DateTime<Utc>,
+    pub idempotency_key: Option<String>,
+}
+
+/// Why a task cannot be enqueued.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RejectReason {
+    #[error("task_type `{0}` is not a task type name (letters, digits, `_` or `-`, at most 64 characters)")]
+    BadTaskType(String),
+    #[error("no plugin handles task type `{task_type}`; known task types: {}", if known.is_empty() { "none: add NAME.wasm to the plugin folder".to_string() } else { known.join(", ") })]
+    UnknownTaskType { task_type: String, known: Vec<String> },
+    #[error("the payload is {size} bytes; this host accepts at most {limit} (max_payload): store large data elsewhere and pass a reference")]
+    PayloadTooLarge { size: usize, limit: usize },
+    #[error("the payload is not valid JSON: {0}")]
+    PayloadNotJson(String),
+    #[error("idempotency_key must be 1 to {MAX_IDEMPOTENCY_KEY} bytes")]
+    BadIdempotencyKey,
+}
+
+/// Checks a request against the registered task types and limits, and applies the type's
+/// policy defaults (priority, max_retry).
+pub fn prepare(request: TaskRequest, registry: &Registry, max_payload: usize) -> Result<NewTask, RejectReason> {
+    if !is_valid_task_type(&request.task_type) {
+        return Err(RejectReason::BadTaskType(request.task_type));
+    }
+    let Some(plugin) = registry.get(&request.task_type) else {
+        return Err(RejectReason::UnknownTaskType { task_type: request.task_type, known: registry.task_types() });
+    };
+    if request.payload.len() > max_payload {
+        return Err(RejectReason::PayloadTooLarge { size: request.payload.len(), limit: max_payload });
+    }
+    if let Err(error) = serde_json::from_str::<serde::de::IgnoredAny>(&request.payload) {
+        return Err(RejectReason::PayloadNotJson(error.to_string()));
+    }
+    if let Some(key) = &request.idempotency_key {
+        if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY {
+            return Err(RejectReason::BadIdempotencyKey);
+        }
+    }
+    Ok(NewTask {
+        task_type: request.task_type,
+        payload: request.payload,
+        priority: request.priority.unwrap_or(plugin.policy.priority),
+        max_retry: request.max_retry.unwrap_or(plugin.policy.max_retry),
+        run_at: request.run_at,
+        idempotency_key: request.idempotency_key,
+    })
+}

@@ -1,0 +1,144 @@
+//! Watches the plugin folder while the host serves, and keeps the registry in step with it.
+//!
+//! Events are debounced per task type: a file is (re)loaded once nothing has touched it for
+//! the debounce period, so a build tool that writes a component in several steps triggers one
+//! load. A new or replaced `NAME.wasm` (or its `NAME.toml`) is loaded off the dispatch path and
+//! swapped in atomically: attempts already running keep the plugin they started with, new
+//! claims get the new one. A file that does not load, a half-copied one included, leaves the
+//! serving version in place and its error in the registry (`GET /plugins`); the next change
+//! to it is tried again. A removed `NAME.wasm` unregisters the type; its pending tasks stay
+//! pending until a plugin for it returns.
+//!
+//! The `notify` crate is the ecosystem's cross-platform file watcher (inotify on Linux).
+
+use notify::{RecursiveMode, Watcher as _};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::loader::{is_valid_task_type, PluginLoader};
+use super::Registry;
+use crate::shutdown::{Shutdown, Stage};
+use crate::store::SharedStore;
+
+/// Quiet time after the last event on a file before it is loaded.
+pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(50);
+
+/// The plugin-folder watcher service.
+pub struct FolderWatcher {
+    pub folder: PathBuf,
+    pub loader: Arc<PluginLoader>,
+    pub registry: Arc<Registry>,
+    pub store: SharedStore,
+    pub debounce: Duration,
+    pub shutdown: Shutdown,
+}
+
+/// The task type a changed path belongs to, if it is a component or a manifest.
+fn task_type_of(path: &Path) -> Option<String> {
+    let extension = path.extension()?.to_str()?;
+    if extension != "wasm" && extension != "toml" {
+        return None;
+    }
+    let stem = path.file_stem()?.to_str()?;
+    is_valid_task_type(stem).then(|| stem.to_string())
+}
+
+impl FolderWatcher {
+    /// Starts watching; returns an error when the folder cannot be watched.
+    pub async fn run(self) -> Result<(), notify::Error> {
+        let (sender, mut events) = mpsc::unbounded_channel::<PathBuf>();
+        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if let Ok(event) = event {
+                for path in event.paths {
+                    let _ = sender.send(path);
+                }
+            }
+        })?;
+        watcher.watch(&self.folder, RecursiveMode::NonRecursive)?;
+        tracing::info!(folder = %self.folder.display(), "watching the plugin folder for changes");
+
+        let mut due: HashMap<String, Instant> = HashMap::new();
+        loop {
+            let next = due.values().min().copied();
+            tokio::select! {
+                event = events.recv() => match event {
+                    Some(path) => {
+                        if let Some(task_type) = task_type_of(&path) {
+                            due.insert(task_type, Instant::now() + self.debounce);
+                        }
+                    }
+                    None => return Ok(()),
+                },
+                _ = sleep_until(next) => {
+                    let now = Instant::now();
+                    let ready: Vec<String> = due.iter().filter(|(_, at)| **at <= now).map(|(t, _)| t.clone()).collect();
+                    for task_type in ready {
+                        due.remove(&task_type);
+                        self.sync(&task_type).await;
+                    }
+                }
+                _ = self.shutdown.reached(Stage::Graceful) => return Ok(()),
+            }
+        }
+    }
+
+    /// Brings one task type in line with the folder: load, replace, or unregister.
+    pub async fn sync(&self, task_type: &str) {
+        let wasm = self.folder.join(format!("{task_type}.wasm"));
+        if !wasm.exists() {
+            if self.registry.remove(task_type).is_some() {
+                let pending = self.store.pending_by_type().await.ok().and_then(|m| m.get(task_type).copied()).unwrap_or(0);
+                tracing::warn!(
+                    task_type,
+                    pending,
+                    "{} was removed: task type `{task_type}` is unregistered; its pending tasks stay pending until a plugin for it is added again",
+                    wasm.display()
+                );
+            }
+            return;
+        }
+        let current = self.registry.get(task_type);
+        match self.loader.load(&wasm, current.as_deref()).await {
+            Ok(plugin) => {
+                let replaced = current.map(|old| old.version.clone());
+                tracing::info!(
+                    task_type,
+                    version = %&plugin.version[..12],
+                    replaced = replaced.as_deref().map(|v| &v[..12]).unwrap_or("none"),
+                    "plugin loaded"
+                );
+                self.registry.insert(plugin);
+            }
+            Err(error) => {
+                tracing::error!("{error}; the previous version (if any) keeps serving");
+                self.registry.record_error(task_type, error.to_string());
+            }
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_components_and_manifests_matter() {
+        assert_eq!(task_type_of(Path::new("/p/report.wasm")).as_deref(), Some("report"));
+        assert_eq!(task_type_of(Path::new("/p/report.toml")).as_deref(), Some("report"));
+        assert_eq!(task_type_of(Path::new("/p/report.wasm.partial")), None);
+        assert_eq!(task_type_of(Path::new("/p/.report.wasm.swp")), None);
+        assert_eq!(task_type_of(Path::new("/p/notes.txt")), None);
+        assert_eq!(task_type_of(Path::new("/p/bad name.wasm")), None);
+    }
+}

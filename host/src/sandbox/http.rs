@@ -1,0 +1,58 @@
+//! Outbound HTTP for guests (wasi:http), limited to the hosts a plugin's manifest allows.
+//!
+//! The check runs before any connection is made: a denied request fails inside the guest with
+//! wasi:http's `HTTP-request-denied` error and a line in the task log saying why.
+
+use std::future::Future;
+use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
+
+use super::output::TaskLog;
+use crate::plugins::manifest::Capabilities;
+
+/// The per-attempt HTTP policy.
+pub struct AllowList {
+    capabilities: Capabilities,
+    log: TaskLog,
+}
+
+impl AllowList {
+    pub fn new(capabilities: Capabilities, log: TaskLog) -> Self {
+        AllowList { capabilities, log }
+    }
+}
+
+type ResponseFuture = Box<
+    dyn Future<
+            Output = wasmtime_wasi_http::Result<(
+                http::Response<WasiBody>,
+                Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+            )>,
+        > + Send,
+>;
+
+impl WasiHttpHooks for AllowList {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+    ) -> ResponseFuture {
+        let uri = request.uri();
+        let host = uri.host().unwrap_or_default().to_string();
+        let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        if !self.capabilities.http_permits(&host, port) {
+            self.log.line(&format!(
+                "[spool] outbound HTTP to {host}:{port} denied: not listed in the manifest's [http] allow"
+            ));
+            return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
+        }
+        // Allowed: the default client does the request.
+        let mut default = DefaultHooks;
+        default.send_request(request, options, fut)
+    }
+}
+
+/// wasmtime-wasi-http's own client behaviour.
+struct DefaultHooks;
+impl WasiHttpHooks for DefaultHooks {}

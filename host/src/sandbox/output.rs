@@ -1,0 +1,143 @@
+//! The task log: what a guest writes to stdout and stderr and through the `log` import,
+//! captured into one bounded buffer per attempt.
+//!
+//! The bound protects the database and the host's memory: a guest printing gigabytes keeps
+//! running (writes past the limit are accepted and dropped, never an error that would make the
+//! guest's `println!` panic), and the log ends with a note of how much was dropped.
+
+use bytes::Bytes;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use tokio::io::AsyncWrite;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+
+/// The default bound of a task log.
+pub const DEFAULT_LOG_LIMIT: usize = 64 << 10;
+
+#[derive(Debug, Default)]
+struct Buffer {
+    text: Vec<u8>,
+    dropped: u64,
+}
+
+/// A bounded log shared by an attempt's stdout, stderr and `log` import.
+#[derive(Debug, Clone)]
+pub struct TaskLog {
+    buffer: Arc<Mutex<Buffer>>,
+    limit: usize,
+}
+
+impl TaskLog {
+    /// An empty log keeping at most `limit` bytes.
+    pub fn new(limit: usize) -> Self {
+        TaskLog { buffer: Arc::default(), limit }
+    }
+
+    /// Appends bytes, dropping what does not fit.
+    pub fn append(&self, bytes: &[u8]) {
+        let mut buffer = self.buffer.lock().expect("task log lock");
+        let room = self.limit.saturating_sub(buffer.text.len());
+        let kept = bytes.len().min(room);
+        buffer.text.extend_from_slice(&bytes[..kept]);
+        buffer.dropped += (bytes.len() - kept) as u64;
+    }
+
+    /// Appends one line.
+    pub fn line(&self, line: &str) {
+        let mut text = String::with_capacity(line.len() + 1);
+        text.push_str(line);
+        text.push('\n');
+        self.append(text.as_bytes());
+    }
+
+    /// The log as text (invalid UTF-8 replaced), with a note when output was dropped.
+    pub fn contents(&self) -> String {
+        let buffer = self.buffer.lock().expect("task log lock");
+        let mut text = String::from_utf8_lossy(&buffer.text).into_owned();
+        if buffer.dropped > 0 {
+            text.push_str(&format!("\n[spool: {} more bytes of output were dropped: the task log keeps {} bytes]\n", buffer.dropped, self.limit));
+        }
+        text
+    }
+
+    /// The guest's stdout or stderr, writing into this log.
+    pub fn stream(&self) -> LogStream {
+        LogStream(self.clone())
+    }
+}
+
+/// One output stream of a guest, writing into a [`TaskLog`].
+#[derive(Debug, Clone)]
+pub struct LogStream(TaskLog);
+
+impl IsTerminal for LogStream {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for LogStream {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+    fn async_stream(&self) -> Box<dyn AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+#[async_trait::async_trait]
+impl Pollable for LogStream {
+    async fn ready(&mut self) {}
+}
+
+impl OutputStream for LogStream {
+    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        self.0.append(&bytes);
+        Ok(())
+    }
+    fn flush(&mut self) -> StreamResult<()> {
+        Ok(())
+    }
+    fn check_write(&mut self) -> StreamResult<usize> {
+        // Always ready: excess is dropped rather than refused.
+        Ok(64 << 10)
+    }
+}
+
+impl AsyncWrite for LogStream {
+    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        self.0.append(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_up_to_the_limit_and_says_what_was_dropped() {
+        let log = TaskLog::new(10);
+        log.append(b"12345");
+        log.line("6789");
+        log.append(b"abcdef");
+        let text = log.contents();
+        assert!(text.starts_with("123456789\n\n[spool"), "{text}");
+        assert!(text.contains("6 more bytes of output were dropped"), "{text}");
+    }
+
+    #[test]
+    fn small_logs_are_untouched() {
+        let log = TaskLog::new(100);
+        log.line("hello");
+        assert_eq!(log.contents(), "hello\n");
+    }
+}

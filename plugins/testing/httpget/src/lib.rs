@@ -1,0 +1,45 @@
+//! `httpget` (test handler): fetches a URL over `wasi:http`.
+//!
+//! Used to test the host's outbound HTTP (`wasi:http/outgoing-handler`) and its allow list.
+//!
+//! # Payload
+//!
+//! ```json
+//! {"url": "http://127.0.0.1:8080/path"}
+//! ```
+//!
+//! # Result
+//!
+//! ```json
+//! {"status": 200, "body": "…"}
+//! ```
+//!
+//! Any status counts as success; the body is decoded as UTF-8 (invalid sequences replaced).
+//! A request that cannot be made or gets no response (a bad URL, a host that refuses it, a
+//! connection error) fails permanently with `http request failed: <error>`.
+
+use serde::Deserialize;
+use spool_sdk::{Failure, Handler, TaskInfo, json, log};
+
+/// The `httpget` handler.
+struct Httpget;
+
+/// The payload.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Request {
+    url: String,
+}
+
+impl Handler for Httpget {
+    fn handle(_task: TaskInfo, payload: String) -> Result<String, Failure> {
+        let Request { url } = json::parse_payload(&payload)?;
+        log::info(format!("GET {url}"));
+        let response = httpclient::get(&url)
+            .map_err(|err| Failure::Fail(format!("http request failed: {err}")))?;
+        log::info(format!("{url}: {}", response.status));
+        json::to_result(&json::json!({ "status": response.status, "body": response.body }))
+    }
+}
+
+spool_sdk::export_handler!(Httpget);
