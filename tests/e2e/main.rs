@@ -4,11 +4,14 @@
 mod util;
 
 mod api_errors;
+mod capabilities;
 mod cli;
 mod crash;
+mod hot_reload;
 mod openapi;
 mod plugins;
 mod queue;
 mod retries;
 mod sandbox_limits;
+mod services;
 mod shutdown;

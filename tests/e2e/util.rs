@@ -87,8 +87,13 @@ pub struct Host {
 impl Host {
     fn start(ws: &Workspace, extra: &[&str]) -> Host {
         let stderr_log = ws.dir.path().join(format!("host-{}.log", Instant::now().elapsed().as_nanos() ^ rand_suffix()));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
-            .arg("serve")
+        let mut command = Command::new(env!("CARGO_BIN_EXE_spool"));
+        command.arg("serve");
+        if !extra.contains(&"--cache-dir") {
+            // One compiled-code cache for the whole test run: each build compiles once.
+            command.arg("--cache-dir").arg(repo_root().join("target/spool-test-cache"));
+        }
+        let mut child = command
             .args(["--listen", "127.0.0.1:0", "--database-url", &ws.database_url()])
             .arg("--plugins")
             .arg(ws.plugin_dir())
@@ -177,6 +182,14 @@ impl Host {
         }
     }
 
+    /// Waits until the task reaches done, failed or cancelled.
+    pub fn wait_final(&self, id: i64) -> Value {
+        eventually(Duration::from_secs(60), "a final state", || {
+            let task = self.task(id);
+            matches!(task["status"].as_str(), Some("done" | "failed" | "cancelled")).then_some(task)
+        })
+    }
+
     /// Every task, newest first.
     pub fn all_tasks(&self) -> Vec<Value> {
         let (status, body) = self.get("/tasks?limit=1000");
@@ -227,4 +240,75 @@ fn rand_suffix() -> u128 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed) as u128
+}
+
+/// A tiny HTTP server on loopback that answers every request with 200 and a fixed body, and
+/// records the request lines it saw; stands in for a downstream service (a mail API).
+pub struct TestServer {
+    pub port: u16,
+    pub requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl TestServer {
+    pub fn start(body: &'static str) -> TestServer {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+        let seen = requests.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).map(|n| n == 1).unwrap_or(false) {
+                    head.push(byte[0]);
+                }
+                let text = String::from_utf8_lossy(&head).to_string();
+                // Read a body if one was announced, so the client sees its request complete.
+                let length = text
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                    .unwrap_or(0);
+                let mut body_in = vec![0u8; length];
+                let _ = stream.read_exact(&mut body_in);
+                seen.lock().unwrap().push(text.lines().next().unwrap_or_default().to_string());
+                let _ = write!(stream, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+            }
+        });
+        TestServer { port, requests }
+    }
+
+    pub fn count(&self) -> usize {
+        self.requests.lock().unwrap().len()
+    }
+}
+
+/// Copies a file into place the way a deploy does: write elsewhere, rename over.
+pub fn deploy(from: &Path, to: &Path) {
+    let staging = to.with_extension("staging");
+    std::fs::copy(from, &staging).unwrap();
+    std::fs::rename(&staging, to).unwrap();
+}
+
+/// Polls `check` until it returns Some, failing after `timeout`.
+pub fn eventually<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The resident memory of a process, in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
 }

@@ -11,7 +11,7 @@
 //!
 //! The `notify` crate is the ecosystem's cross-platform file watcher (inotify on Linux).
 
-use notify::{RecursiveMode, Watcher as _};
+use notify::{EventKind, RecursiveMode, Watcher as _};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,7 +52,8 @@ impl FolderWatcher {
     pub async fn run(self) -> Result<(), notify::Error> {
         let (sender, mut events) = mpsc::unbounded_channel::<PathBuf>();
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if let Ok(event) = event {
+            // Only changes count: our own reads of a file must not trigger a reload.
+            if let Ok(event) = event.filter(|e| !matches!(e.kind, EventKind::Access(_))) {
                 for path in event.paths {
                     let _ = sender.send(path);
                 }
@@ -90,15 +91,7 @@ impl FolderWatcher {
     pub async fn sync(&self, task_type: &str) {
         let wasm = self.folder.join(format!("{task_type}.wasm"));
         if !wasm.exists() {
-            if self.registry.remove(task_type).is_some() {
-                let pending = self.store.pending_by_type().await.ok().and_then(|m| m.get(task_type).copied()).unwrap_or(0);
-                tracing::warn!(
-                    task_type,
-                    pending,
-                    "{} was removed: task type `{task_type}` is unregistered; its pending tasks stay pending until a plugin for it is added again",
-                    wasm.display()
-                );
-            }
+            self.unregister(task_type, &wasm).await;
             return;
         }
         let current = self.registry.get(task_type);
@@ -113,10 +106,25 @@ impl FolderWatcher {
                 );
                 self.registry.insert(plugin);
             }
+            // Removed while it was being read: that is a removal, not a broken file.
+            Err(_) if !wasm.exists() => self.unregister(task_type, &wasm).await,
             Err(error) => {
                 tracing::error!("{error}; the previous version (if any) keeps serving");
                 self.registry.record_error(task_type, error.to_string());
             }
+        }
+    }
+
+    /// Unregisters a task type whose component is gone; its tasks wait.
+    async fn unregister(&self, task_type: &str, wasm: &Path) {
+        if self.registry.remove(task_type).is_some() {
+            let pending = self.store.pending_by_type().await.ok().and_then(|m| m.get(task_type).copied()).unwrap_or(0);
+            tracing::warn!(
+                task_type,
+                pending,
+                "{} was removed: task type `{task_type}` is unregistered; its pending tasks stay pending until a plugin for it is added again",
+                wasm.display()
+            );
         }
     }
 }

@@ -42,14 +42,16 @@ pub fn get(url: &str) -> Result<Response, Error> {
     send(Method::Get, url, &[], None)
 }
 
-/// Sends `POST url` with `body`, of type `content_type`, and extra `headers`.
+/// Sends `POST url` with `body`, of type `content_type` (and its `content-length`), and extra
+/// `headers`.
 pub fn post(
     url: &str,
     content_type: &str,
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Result<Response, Error> {
-    let mut all = vec![("content-type", content_type)];
+    let length = body.len().to_string();
+    let mut all = vec![("content-type", content_type), ("content-length", &length)];
     all.extend_from_slice(headers);
     send(Method::Post, url, &all, Some(body))
 }
