@@ -53,7 +53,7 @@ impl FolderWatcher {
         let (sender, mut events) = mpsc::unbounded_channel::<PathBuf>();
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             // Only changes count: our own reads of a file must not trigger a reload.
-            if let Ok(event) = event.filter(|e| !matches!(e.kind, EventKind::Access(_))) {
+            if let Some(event) = event.ok().filter(|e| !matches!(e.kind, EventKind::Access(_))) {
                 for path in event.paths {
                     let _ = sender.send(path);
                 }
