@@ -9,7 +9,9 @@
 //! 3. single-request enqueue through `POST /tasks` with 32 concurrent clients (rate, p50, p99);
 //! 4. drain: N tasks through the no-op WebAssembly handler, from a full table to all done;
 //! 5. idle pickup latency: one task at a time into an idle host, enqueue → handler start;
-//! 6. sandbox overhead: instantiate + call of the no-op handler, one attempt after another.
+//! 6. sandbox overhead: instantiate + call of the no-op handler, one attempt after another;
+//! 7. plugin swap latency: a new build renamed into the plugin folder → serving (`GET /plugins`);
+//! 8. host memory with 1,000 tasks in flight (each sleeping in a host call).
 //!
 //! Options (after `--`): `--drain N` (default 100000), `--http N` (default 20000),
 //! `--batch N` (default 100000), `--pickups N` (default 200), `--quick` (small sizes).
@@ -22,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use spool::config::{Config, Settings};
-use spool::sandbox::{RunLimits, Sandbox, TaskEvents, TaskInfo};
+use spool::sandbox::{FollowUp, RunLimits, Sandbox, ServiceError, TaskInfo, TaskServices};
 use spool::store::{self, ClaimRequest, Completion, SharedStore};
 use spool::task::{NewTask, Status, Transition};
 
@@ -52,10 +54,14 @@ fn options() -> Options {
     }
 }
 
-fn noop_wasm() -> PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/target/wasm32-wasip2/release/noop.wasm");
+fn artifact(name: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../plugins/target/wasm32-wasip2/release/{name}.wasm"));
     assert!(path.exists(), "{} is missing: run `cargo xtask build-plugins` first", path.display());
     path
+}
+
+fn noop_wasm() -> PathBuf {
+    artifact("noop")
 }
 
 fn new_task(task_type: &str, i: usize) -> NewTask {
@@ -103,6 +109,7 @@ async fn raw_baseline(n: usize, batch: usize) -> f64 {
                 claimed_retry_count: task.retry_count,
                 transition: Transition { status: Status::Done, retry_count: 0, next_run_at: None, result: Some(task.payload.to_string()), error: None },
                 plugin_version: None,
+                log: None,
                 finished_at: Utc::now(),
             })
             .collect();
@@ -121,6 +128,7 @@ async fn start_host(dir: &Path, concurrency: Option<usize>) -> spool::RunningHos
     let settings = Settings {
         database_url: Some(db_url(dir)),
         plugins: Some(plugins),
+        cache_dir: Some(dir.join("cache")),
         listen: Some("127.0.0.1:0".parse().unwrap()),
         concurrency,
         ..Settings::default()
@@ -243,24 +251,136 @@ async fn idle_pickup(n: usize) -> (Histogram<u64>, Histogram<u64>) {
     (pickup, round_trip)
 }
 
-struct NoEvents;
-impl TaskEvents for NoEvents {
+/// Host services for the bare sandbox measurement (the no-op handler calls none).
+struct NoServices;
+
+#[async_trait::async_trait]
+impl TaskServices for NoServices {
     fn progress(&self, _: u64, _: u8, _: String) {}
+    async fn effect_done(&self, _: &str, _: &str) -> Result<bool, ServiceError> {
+        Ok(false)
+    }
+    async fn record_effect(&self, _: &str, _: &str, _: u64) -> Result<(), ServiceError> {
+        Ok(())
+    }
+    async fn kv_get(&self, _: &str, _: &str) -> Result<Option<String>, ServiceError> {
+        Ok(None)
+    }
+    async fn kv_set(&self, _: &str, _: &str, _: &str) -> Result<(), ServiceError> {
+        Ok(())
+    }
+    async fn kv_delete(&self, _: &str, _: &str) -> Result<bool, ServiceError> {
+        Ok(false)
+    }
+    async fn enqueue(&self, _: FollowUp) -> Result<Result<u64, String>, ServiceError> {
+        Ok(Err("not in the benchmark".into()))
+    }
+}
+
+/// 7. Swap latency: alternately rename two builds over `swap.wasm`; time from the rename until
+/// `GET /plugins` reports the new version. The first swap to each build compiles it; later
+/// ones load it from the compiled-code cache.
+async fn swap_latency(swaps: usize) -> (Histogram<u64>, u64) {
+    let dir = fresh_dir();
+    let host = start_host(dir.path(), None).await;
+    let client = reqwest::Client::new();
+    let url = format!("http://{}/plugins", host.addr);
+    let target = dir.path().join("plugins/swap.wasm");
+    let builds = [artifact("report"), artifact("notify")];
+    let mut histogram = Histogram::<u64>::new(3).unwrap();
+    let mut first_compile = 0;
+    for i in 0..swaps {
+        let build = &builds[i % 2];
+        let bytes = std::fs::read(build).unwrap();
+        let version = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+        let staging = dir.path().join("plugins/swap.staging");
+        std::fs::write(&staging, &bytes).unwrap();
+        let renamed = Instant::now();
+        std::fs::rename(&staging, &target).unwrap();
+        loop {
+            let view: Value = client.get(&url).send().await.unwrap().json().await.unwrap();
+            let serving = view["plugins"].as_array().unwrap().iter().any(|p| p["task_type"] == "swap" && p["version"] == version.as_str());
+            if serving {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let micros = renamed.elapsed().as_micros() as u64;
+        if i < 2 {
+            first_compile = first_compile.max(micros);
+        } else {
+            histogram.record(micros).unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop(host).await;
+    (histogram, first_compile)
+}
+
+/// 8. Resident memory of this process (host and load generator) before and with 1,000 tasks
+/// running at once, each sleeping in a WASI host call.
+async fn memory_in_flight(n: usize) -> (u64, u64) {
+    let dir = fresh_dir();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(artifact("sleepy"), plugins.join("sleepy.wasm")).unwrap();
+    let settings = Settings {
+        database_url: Some(db_url(dir.path())),
+        plugins: Some(plugins),
+        cache_dir: Some(dir.path().join("cache")),
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        concurrency: Some(n),
+        ..Settings::default()
+    };
+    let host = spool::start(Config::from_settings(settings).unwrap()).await.unwrap();
+    let client = reqwest::Client::new();
+    let before = rss_kib();
+    let tasks: Vec<Value> = (0..n).map(|_| json!({"task_type": "sleepy", "payload": {"ms": 4000}})).collect();
+    let response = client.post(format!("http://{}/tasks/batch", host.addr)).json(&json!({"tasks": tasks})).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    let health = format!("http://{}/health", host.addr);
+    let mut peak = before;
+    loop {
+        let body: Value = client.get(&health).send().await.unwrap().json().await.unwrap();
+        peak = peak.max(rss_kib());
+        if body["counts"]["running"].as_u64() == Some(n as u64) {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            peak = peak.max(rss_kib());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop(host).await;
+    (before, peak)
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()))
+        .unwrap_or(0)
 }
 
 /// 6. Instantiate + call of the no-op handler, sequentially.
 async fn sandbox_overhead(n: usize) -> Histogram<u64> {
     let sandbox = Sandbox::new().unwrap();
-    let handler = sandbox.compile(&std::fs::read(noop_wasm()).unwrap()).unwrap();
-    let events: Arc<dyn TaskEvents> = Arc::new(NoEvents);
-    let limits = RunLimits { fuel: 1_000_000_000, memory_bytes: 64 << 20 };
+    let (handler, _) = sandbox.compile(&std::fs::read(noop_wasm()).unwrap(), "bench", None).unwrap();
+    let events: Arc<dyn TaskServices> = Arc::new(NoServices);
+    let limits = RunLimits {
+        fuel: 1_000_000_000,
+        timeout: Duration::from_secs(10),
+        memory_bytes: 64 << 20,
+        max_result_bytes: 1 << 20,
+        log_bytes: 64 << 10,
+        capabilities: Default::default(),
+    };
     let mut histogram = Histogram::<u64>::new(3).unwrap();
     for i in 0..n + 100 {
         let info = TaskInfo { id: i as u64, task_type: "noop".into(), attempt: 1, max_attempts: 1, idempotency_key: None };
         let started = Instant::now();
-        let outcome = sandbox.run(&handler, info, "{\"n\":1}", limits, events.clone()).await;
+        let attempt = sandbox.run(&handler, info, "{\"n\":1}", &limits, events.clone()).await;
         let elapsed = started.elapsed().as_nanos() as u64;
-        assert!(matches!(outcome, spool::task::AttemptOutcome::Succeeded(_)), "{outcome:?}");
+        assert!(matches!(attempt.outcome, spool::task::AttemptOutcome::Succeeded(_)), "{attempt:?}");
         if i >= 100 {
             histogram.record(elapsed).unwrap(); // the first 100 warm up
         }
@@ -274,7 +394,7 @@ fn ms(micros: u64) -> String {
 
 fn main() {
     // Quiet logs: the benchmark prints its own report.
-    tracing_subscriber::fmt().with_env_filter("warn").with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt().with_env_filter("warn,sqlx=error").with_writer(std::io::stderr).init();
     let options = options();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
@@ -317,6 +437,22 @@ fn main() {
             "sandbox: instantiate + call no-op handler:                  p50 {:.1} µs  p99 {:.1} µs",
             overhead.value_at_quantile(0.5) as f64 / 1000.0,
             overhead.value_at_quantile(0.99) as f64 / 1000.0
+        );
+
+        let (swaps, first) = swap_latency(22).await;
+        println!(
+            "plugin swap (rename → new version serving), cached builds: p50 {}  p99 {}  (first load with compile: {})",
+            ms(swaps.value_at_quantile(0.5)),
+            ms(swaps.value_at_quantile(0.99)),
+            ms(first)
+        );
+
+        let (before, peak) = memory_in_flight(1000).await;
+        println!(
+            "process memory: {} MiB idle host, {} MiB with 1000 tasks in flight ({:.0} KiB per task)",
+            before / 1024,
+            peak / 1024,
+            (peak.saturating_sub(before)) as f64 / 1000.0
         );
     });
 }

@@ -61,7 +61,7 @@ pub struct Settings {
     /// Address the HTTP API listens on [default: 127.0.0.1:8787]
     #[arg(long, env = "SPOOL_LISTEN")]
     pub listen: Option<SocketAddr>,
-    /// Tasks run at once on this host [default: 4 × CPU cores]
+    /// Tasks run at once on this host [default: 8 × CPU cores]
     #[arg(long, env = "SPOOL_CONCURRENCY")]
     pub concurrency: Option<usize>,
     /// Bearer token every mutating API request must carry [default: none]
@@ -225,8 +225,10 @@ impl Config {
                 Ok(value)
             }
         };
+        // Attempts are async and cost ~45 KiB each while waiting, so several per core keep the
+        // CPU busy when handlers wait on host calls; CPU-bound ones share the sandbox threads.
         let concurrency = settings.concurrency.unwrap_or_else(|| {
-            4 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+            8 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
         });
         if concurrency == 0 {
             return Err(ConfigError("concurrency must be at least 1".into()));

@@ -66,3 +66,57 @@ pub fn prepare(request: TaskRequest, registry: &Registry, max_payload: usize) ->
         idempotency_key: request.idempotency_key,
     })
 }
+
+/// Group commit for enqueues: requests that arrive while a write is in flight are inserted
+/// together in the next transaction, so many concurrent single-task requests cost one commit
+/// instead of one each. Each request still gets exactly its own rows back, and a failed
+/// transaction fails every request in it (none is half-written).
+#[derive(Clone)]
+pub struct Enqueuer {
+    sender: tokio::sync::mpsc::Sender<EnqueueRequest>,
+}
+
+struct EnqueueRequest {
+    tasks: Vec<NewTask>,
+    reply: tokio::sync::oneshot::Sender<Result<Vec<crate::task::Enqueued>, std::sync::Arc<crate::store::StoreError>>>,
+}
+
+/// Most requests gathered into one transaction.
+const GROUP: usize = 512;
+
+impl Enqueuer {
+    /// Starts the writer task; it ends when the last clone of the returned handle is dropped.
+    pub fn start(store: crate::store::SharedStore) -> Enqueuer {
+        let (sender, mut receiver) = tokio::sync::mpsc::channel::<EnqueueRequest>(GROUP * 4);
+        tokio::spawn(async move {
+            let mut requests = Vec::with_capacity(GROUP);
+            while receiver.recv_many(&mut requests, GROUP).await > 0 {
+                let sizes: Vec<usize> = requests.iter().map(|r| r.tasks.len()).collect();
+                let all: Vec<NewTask> = requests.iter_mut().flat_map(|r| std::mem::take(&mut r.tasks)).collect();
+                match store.enqueue(all).await {
+                    Ok(enqueued) => {
+                        let mut rest = enqueued.into_iter();
+                        for (request, size) in requests.drain(..).zip(sizes) {
+                            let _ = request.reply.send(Ok(rest.by_ref().take(size).collect()));
+                        }
+                    }
+                    Err(error) => {
+                        let error = std::sync::Arc::new(error);
+                        for request in requests.drain(..) {
+                            let _ = request.reply.send(Err(error.clone()));
+                        }
+                    }
+                }
+            }
+        });
+        Enqueuer { sender }
+    }
+
+    /// Inserts tasks (in one transaction with whatever else is being enqueued right now).
+    pub async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<crate::task::Enqueued>, std::sync::Arc<crate::store::StoreError>> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let closed = || std::sync::Arc::new(crate::store::StoreError::Closed);
+        self.sender.send(EnqueueRequest { tasks, reply }).await.map_err(|_| closed())?;
+        answer.await.map_err(|_| closed())?
+    }
+}

@@ -166,6 +166,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         config: config.clone(),
         wake,
         host_id: host_id.clone(),
+        enqueuer: crate::enqueue::Enqueuer::start(store.clone()),
         in_flight,
     }));
 

@@ -91,10 +91,22 @@ impl IntoResponse for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
-        match &error {
+        ApiError::from(&error)
+    }
+}
+
+impl From<std::sync::Arc<StoreError>> for ApiError {
+    fn from(error: std::sync::Arc<StoreError>) -> Self {
+        ApiError::from(error.as_ref())
+    }
+}
+
+impl From<&StoreError> for ApiError {
+    fn from(error: &StoreError) -> Self {
+        match error {
             StoreError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", error.to_string()),
             StoreError::Conflict { .. } => ApiError::new(StatusCode::CONFLICT, "conflict", error.to_string()),
-            StoreError::Database(_) => {
+            StoreError::Database(_) | StoreError::Closed => {
                 tracing::error!("database error serving a request: {error}");
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,

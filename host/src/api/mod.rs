@@ -37,6 +37,8 @@ pub struct AppState {
     pub wake: Arc<Notify>,
     /// This host's identity, as written into leases.
     pub host_id: String,
+    /// Group-commits enqueues.
+    pub enqueuer: crate::enqueue::Enqueuer,
     /// Attempts running here, so a cancel can interrupt them.
     pub in_flight: Arc<crate::worker::in_flight::InFlight>,
 }

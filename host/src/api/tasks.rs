@@ -233,7 +233,7 @@ pub async fn enqueue(
     ApiJson(request): ApiJson<EnqueueRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
     let task = new_task(request, &state, Utc::now())?;
-    let enqueued = state.store.enqueue(vec![task]).await?.pop().expect("one result per task");
+    let enqueued = state.enqueuer.enqueue(vec![task]).await?.pop().expect("one result per task");
     if !enqueued.duplicate {
         state.wake.notify_one();
     }
@@ -269,7 +269,7 @@ pub async fn enqueue_batch(
         .enumerate()
         .map(|(index, task)| new_task(task, &state, now).map_err(|e| e.at_index(index)))
         .collect::<Result<Vec<_>, _>>()?;
-    let enqueued = state.store.enqueue(tasks).await?;
+    let enqueued = state.enqueuer.enqueue(tasks).await?;
     if enqueued.iter().any(|e| !e.duplicate) {
         state.wake.notify_one();
     }

@@ -39,6 +39,9 @@ pub enum StoreError {
     /// Applying the embedded migrations failed.
     #[error("database migration failed: {0}")]
     Migration(#[from] sqlx::migrate::MigrateError),
+    /// The host is shutting down and no longer writes.
+    #[error("the host is shutting down")]
+    Closed,
     /// A stored value could not be read back (a corrupted or foreign row).
     #[error("stored task {id} is unreadable: {reason}")]
     Corrupt { id: TaskId, reason: String },

@@ -27,6 +27,9 @@ use crate::shutdown::{Shutdown, Stage};
 use crate::store::{ClaimRequest, Completion, SharedStore, StoreError};
 use crate::task::{decide, Task};
 
+/// Under a backlog, how long to wait for more slots to free before claiming with fewer.
+const BACKLOG_GATHER: Duration = Duration::from_millis(5);
+
 /// What the dispatcher needs; built once by the host.
 pub struct Dispatcher {
     pub store: SharedStore,
@@ -70,18 +73,31 @@ impl Dispatcher {
         let rates = Mutex::new(RateLimits::default());
         let mut running = JoinSet::new();
         let mut pause = RetryPause::new();
+        // Under a backlog (the last claim filled every free slot) wait for half the slots to
+        // free before claiming again: one statement then claims many rows instead of one row
+        // per finished task. With no backlog, claim as soon as one slot is free.
+        let backlog_batch = (this.concurrency / 2).max(1);
+        let mut backlog = false;
 
         while this.shutdown.stage() == Stage::Running {
             while running.try_join_next().is_some() {}
 
-            let free = slots.available_permits();
-            if free == 0 {
+            if slots.available_permits() == 0 {
                 tokio::select! {
                     permit = slots.clone().acquire_owned() => drop(permit),
                     _ = this.shutdown.reached(Stage::Graceful) => break,
                 }
                 continue;
             }
+            if backlog && slots.available_permits() < backlog_batch {
+                // Bounded, so long-running attempts cannot hold back the free slots.
+                tokio::select! {
+                    permits = slots.clone().acquire_many_owned(backlog_batch as u32) => drop(permits),
+                    _ = tokio::time::sleep(BACKLOG_GATHER) => {}
+                    _ = this.shutdown.reached(Stage::Graceful) => break,
+                }
+            }
+            let free = slots.available_permits();
             let (plans, rate_wait) = this.plan(free, &mut rates.lock().expect("rate lock"));
             let claimed = match this.claim(free, &plans, &rates).await {
                 Ok(tasks) => {
@@ -99,6 +115,7 @@ impl Dispatcher {
                 }
             };
             let short = claimed.len() < free;
+            backlog = !short;
             for (task, plugin, cancelled) in claimed {
                 let permit = slots.clone().try_acquire_owned().expect("claimed no more than the free slots");
                 let attempt = this.clone().attempt(task, plugin, cancelled, permit, finished.clone());
