@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 
 use crate::api::{self, AppState};
 use crate::config::Config;
-use crate::plugins::watcher::{FolderWatcher, DEFAULT_DEBOUNCE};
+use crate::plugins::watcher::{FolderWatch, FolderWatcher, DEFAULT_DEBOUNCE};
 use crate::plugins::{self, PluginLoader, Registry};
 use crate::sandbox::{self, Sandbox};
 use crate::shutdown::{Shutdown, Stage};
@@ -87,6 +87,14 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         defaults: config.defaults.clone(),
         folder: config.plugin_dir.clone(),
     });
+    // Watch first, then load: a change made while loading is seen and applied afterwards.
+    let watch = match FolderWatch::establish(&config.plugin_dir) {
+        Ok(watch) => Some(watch),
+        Err(error) => {
+            tracing::error!(folder = %config.plugin_dir.display(), "cannot watch the plugin folder ({error}); plugins change only on restart");
+            None
+        }
+    };
     let failures = loader.load_folder(&registry).await?;
     if registry.task_types().is_empty() {
         tracing::warn!(
@@ -182,8 +190,8 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     let rescuer = tokio::spawn(rescuer.run());
     let dispatcher = tokio::spawn(dispatcher.run());
     let watcher = tokio::spawn(async move {
-        if let Err(error) = watcher.run().await {
-            tracing::error!("cannot watch the plugin folder ({error}); plugins change only on restart");
+        if let Some(watch) = watch {
+            watcher.run(watch).await;
         }
     });
 

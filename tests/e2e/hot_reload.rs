@@ -121,7 +121,7 @@ fn a_removed_plugin_unregisters_and_its_tasks_wait() {
     std::fs::remove_file(ws.plugin_dir().join("noop.wasm")).unwrap();
     let later = host.enqueue_with(json!({"task_type": "noop", "delay": "1s"}));
     host.wait_for_status(queued["id"].as_i64().unwrap(), "done", WAIT);
-    eventually(WAIT, "noop to unregister", || plugin(&host.get("/plugins").1, "noop").is_none().then_some(()));
+    host.eventually("noop to unregister again", || plugin(&host.get("/plugins").1, "noop").is_none().then_some(()));
     std::thread::sleep(Duration::from_millis(1500));
     let waiting = host.task(later["id"].as_i64().unwrap());
     assert_eq!(waiting["status"], "pending", "not failed: {waiting:#}");

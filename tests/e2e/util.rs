@@ -182,6 +182,18 @@ impl Host {
         }
     }
 
+    /// Polls `check` until it returns Some; on timeout fails with the host's log.
+    pub fn eventually<T>(&self, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(value) = check() {
+                return value;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}; host log:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Waits until the task reaches done, failed or cancelled.
     pub fn wait_final(&self, id: i64) -> Value {
         eventually(Duration::from_secs(60), "a final state", || {

@@ -37,6 +37,30 @@ pub struct FolderWatcher {
     pub shutdown: Shutdown,
 }
 
+/// A watch on the folder, established before the initial load so that no change between the
+/// load and the start of the watcher's loop is missed.
+pub struct FolderWatch {
+    _watcher: notify::RecommendedWatcher,
+    events: mpsc::UnboundedReceiver<PathBuf>,
+}
+
+impl FolderWatch {
+    /// Starts receiving change events for `folder`.
+    pub fn establish(folder: &Path) -> Result<FolderWatch, notify::Error> {
+        let (sender, events) = mpsc::unbounded_channel::<PathBuf>();
+        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            // Only changes count: our own reads of a file must not trigger a reload.
+            if let Some(event) = event.ok().filter(|e| !matches!(e.kind, EventKind::Access(_))) {
+                for path in event.paths {
+                    let _ = sender.send(path);
+                }
+            }
+        })?;
+        watcher.watch(folder, RecursiveMode::NonRecursive)?;
+        Ok(FolderWatch { _watcher: watcher, events })
+    }
+}
+
 /// The task type a changed path belongs to, if it is a component or a manifest.
 fn task_type_of(path: &Path) -> Option<String> {
     let extension = path.extension()?.to_str()?;
@@ -48,18 +72,9 @@ fn task_type_of(path: &Path) -> Option<String> {
 }
 
 impl FolderWatcher {
-    /// Starts watching; returns an error when the folder cannot be watched.
-    pub async fn run(self) -> Result<(), notify::Error> {
-        let (sender, mut events) = mpsc::unbounded_channel::<PathBuf>();
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            // Only changes count: our own reads of a file must not trigger a reload.
-            if let Some(event) = event.ok().filter(|e| !matches!(e.kind, EventKind::Access(_))) {
-                for path in event.paths {
-                    let _ = sender.send(path);
-                }
-            }
-        })?;
-        watcher.watch(&self.folder, RecursiveMode::NonRecursive)?;
+    /// Applies the folder's changes until shutdown.
+    pub async fn run(self, watch: FolderWatch) {
+        let FolderWatch { _watcher, mut events } = watch;
         tracing::info!(folder = %self.folder.display(), "watching the plugin folder for changes");
 
         let mut due: HashMap<String, Instant> = HashMap::new();
@@ -72,7 +87,7 @@ impl FolderWatcher {
                             due.insert(task_type, Instant::now() + self.debounce);
                         }
                     }
-                    None => return Ok(()),
+                    None => return,
                 },
                 _ = sleep_until(next) => {
                     let now = Instant::now();
@@ -82,7 +97,7 @@ impl FolderWatcher {
                         self.sync(&task_type).await;
                     }
                 }
-                _ = self.shutdown.reached(Stage::Graceful) => return Ok(()),
+                _ = self.shutdown.reached(Stage::Graceful) => return,
             }
         }
     }
