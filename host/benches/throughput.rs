@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use spool::config::{Config, Settings};
-use spool::sandbox::{FollowUp, RunLimits, Sandbox, ServiceError, TaskInfo, TaskServices};
+use spool::sandbox::{FollowUp, RunLimits, Sandbox, SandboxOptions, ServiceError, TaskInfo, TaskServices};
 use spool::store::{self, ClaimRequest, Completion, SharedStore};
 use spool::task::{NewTask, Status, Transition};
 
@@ -362,8 +362,8 @@ fn rss_kib() -> u64 {
 }
 
 /// 6. Instantiate + call of the no-op handler, sequentially.
-async fn sandbox_overhead(n: usize) -> Histogram<u64> {
-    let sandbox = Sandbox::new().unwrap();
+async fn sandbox_overhead(n: usize, options: SandboxOptions) -> Histogram<u64> {
+    let sandbox = Sandbox::with_options(options).unwrap();
     let (handler, _) = sandbox.compile(&std::fs::read(noop_wasm()).unwrap(), "bench", None).unwrap();
     let events: Arc<dyn TaskServices> = Arc::new(NoServices);
     let limits = RunLimits {
@@ -432,11 +432,18 @@ fn main() {
             ms(round_trip.value_at_quantile(0.99))
         );
 
-        let overhead = sandbox_overhead(2000).await;
+        let on_demand = sandbox_overhead(2000, SandboxOptions::default()).await;
         println!(
-            "sandbox: instantiate + call no-op handler:                  p50 {:.1} µs  p99 {:.1} µs",
-            overhead.value_at_quantile(0.5) as f64 / 1000.0,
-            overhead.value_at_quantile(0.99) as f64 / 1000.0
+            "sandbox: instantiate + call no-op handler, on-demand:      p50 {:.1} µs  p99 {:.1} µs",
+            on_demand.value_at_quantile(0.5) as f64 / 1000.0,
+            on_demand.value_at_quantile(0.99) as f64 / 1000.0
+        );
+        let pooled = sandbox_overhead(2000, SandboxOptions { pool_slots: Some(64), pool_max_memory: 256 << 20 }).await;
+        println!(
+            "sandbox: instantiate + call no-op handler, pooling:        p50 {:.1} µs  p99 {:.1} µs  ({:.2}× on-demand p50)",
+            pooled.value_at_quantile(0.5) as f64 / 1000.0,
+            pooled.value_at_quantile(0.99) as f64 / 1000.0,
+            pooled.value_at_quantile(0.5) as f64 / on_demand.value_at_quantile(0.5) as f64
         );
 
         let (swaps, first) = swap_latency(22).await;

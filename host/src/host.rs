@@ -79,7 +79,12 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     let shutdown = Shutdown::new();
 
     let store = store::open(&config.database_url).await?;
-    let sandbox = Sandbox::new()?;
+    // One pool slot per attempt that can run at once; any plugin may grow up to the wasm32
+    // maximum within the pool, its manifest's cap being enforced per attempt.
+    let sandbox = Sandbox::with_options(sandbox::SandboxOptions {
+        pool_slots: config.pooling.then(|| u32::try_from(config.concurrency).unwrap_or(u32::MAX)),
+        pool_max_memory: 4 << 30,
+    })?;
     let registry = Arc::new(Registry::new());
     let loader = Arc::new(PluginLoader {
         cache: Some(sandbox.artifact_cache(&config.cache_dir)),
