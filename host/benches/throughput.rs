@@ -14,7 +14,8 @@
 //! 8. host memory with 1,000 tasks in flight (each sleeping in a host call).
 //!
 //! Options (after `--`): `--drain N` (default 100000), `--http N` (default 20000),
-//! `--batch N` (default 100000), `--pickups N` (default 200), `--quick` (small sizes).
+//! `--batch N` (default 100000), `--pickups N` (default 200), `--quick` (small sizes),
+//! `--only drain` (the raw baseline and the drain only, e.g. under a profiler).
 
 use chrono::Utc;
 use hdrhistogram::Histogram;
@@ -405,6 +406,12 @@ fn main() {
 
         let raw = raw_baseline(options.drain, 100).await;
         println!("raw baseline (store claim 100 + complete 100, no wasm/HTTP): {raw:>9.0} tasks/s  (1.00×)");
+
+        if std::env::args().any(|a| a == "--only") {
+            let (drained, concurrency) = drain(options.drain).await;
+            println!("drain through the no-op wasm handler (concurrency {concurrency}):  {drained:>9.0} tasks/s  ({:.2}× raw)", drained / raw);
+            return;
+        }
 
         let batch = batch_enqueue(options.batch).await;
         println!("batch enqueue (POST /tasks/batch, 1000 per request):       {batch:>9.0} tasks/s  ({:.2}× raw)", batch / raw);
