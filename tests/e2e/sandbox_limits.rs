@@ -38,9 +38,11 @@ fn a_trap_fails_the_task_with_the_guests_message() {
     let failed = host.wait_for_status(trapped["id"].as_i64().unwrap(), "failed", WAIT);
     let error = failed["last_error"].as_str().unwrap();
     assert!(error.contains("trap"), "{error}");
+    assert!(error.contains("boom: handler panicked on purpose"), "the guest's panic message: {error}");
     let panicked = host.enqueue_with(json!({"task_type": "flaky", "payload": {"panic": "ledger is corrupt"}, "max_retry": 0}));
     let failed = host.wait_for_status(panicked["id"].as_i64().unwrap(), "failed", WAIT);
     assert!(failed["last_error"].as_str().unwrap().contains("trap"), "{failed:#}");
+    assert!(failed["last_error"].as_str().unwrap().contains("ledger is corrupt"), "{failed:#}");
     let ok = host.enqueue("flaky", json!({}));
     host.wait_for_status(ok["id"].as_i64().unwrap(), "done", WAIT);
 }

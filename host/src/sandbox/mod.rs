@@ -271,7 +271,12 @@ impl Sandbox {
             }
             Err(error) => AttemptOutcome::Crashed(format!("sandbox setup failed: {error:#}")),
         };
-        Attempt { outcome, log: log.contents() }
+        let log = log.contents();
+        let outcome = match outcome {
+            AttemptOutcome::Crashed(reason) => AttemptOutcome::Crashed(with_last_words(reason, &log)),
+            other => other,
+        };
+        Attempt { outcome, log }
     }
 
     fn build_store(
@@ -345,6 +350,30 @@ async fn call_handler(
     }
 }
 
+/// Adds the guest's last output lines to a crash reason: a panicking guest prints its panic
+/// message to stderr just before it traps, and that message is what a person needs to see.
+fn with_last_words(reason: String, log: &str) -> String {
+    const LINES: usize = 3;
+    const MAX: usize = 500;
+    let mut last: Vec<&str> = log
+        .lines()
+        .rev()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with("[spool"))
+        .take(LINES)
+        .collect();
+    if last.is_empty() {
+        return reason;
+    }
+    last.reverse();
+    let words = last.join(" | ");
+    let mut end = words.len().min(MAX);
+    while !words.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{reason}; last output: {}", &words[..end])
+}
+
 fn timed_out(timeout: Duration) -> String {
     format!("timed out: the attempt ran longer than its wall-clock limit of {timeout:?} and was stopped")
 }
@@ -359,10 +388,8 @@ fn describe_error(error: &wasmtime::Error, limits: &RunLimits) -> String {
         ),
         Some(Trap::Interrupt) => timed_out(limits.timeout),
         Some(Trap::StackOverflow) => "stack overflow: the handler recursed too deeply and was stopped".to_string(),
-        Some(Trap::UnreachableCodeReached) => {
-            format!("trap: the handler panicked or hit unreachable code ({error:#})")
-        }
-        Some(trap) => format!("trap: {trap} ({error:#})"),
+        Some(Trap::UnreachableCodeReached) => "trap: the handler panicked or hit unreachable code".to_string(),
+        Some(trap) => format!("trap: {trap}"),
         None if is_memory_limit(error) => format!(
             "memory limit: the handler tried to grow its memory past {} bytes and was stopped",
             limits.memory_bytes
@@ -374,4 +401,17 @@ fn describe_error(error: &wasmtime::Error, limits: &RunLimits) -> String {
 fn is_memory_limit(error: &wasmtime::Error) -> bool {
     let text = format!("{error:#}");
     text.contains("forcing trap when growing memory") || text.contains("memory minimum size")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_last_words;
+
+    #[test]
+    fn crash_reasons_carry_the_guests_last_lines() {
+        let log = "working\nthread '<unnamed>' panicked at src/lib.rs:9:9:\nboom\nnote: run with `RUST_BACKTRACE=1`\n[spool: 10 more bytes of output were dropped]\n";
+        let reason = with_last_words("trap: the handler panicked".into(), log);
+        assert_eq!(reason, "trap: the handler panicked; last output: thread '<unnamed>' panicked at src/lib.rs:9:9: | boom | note: run with `RUST_BACKTRACE=1`");
+        assert_eq!(with_last_words("fuel exhausted".into(), ""), "fuel exhausted");
+    }
 }
