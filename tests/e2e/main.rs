@@ -6,6 +6,7 @@ mod util;
 mod api_errors;
 mod capabilities;
 mod cli;
+mod commands;
 mod crash;
 mod hot_reload;
 mod openapi;

@@ -24,8 +24,23 @@ pub fn plugin_artifacts() -> &'static Path {
             .status()
             .expect("cargo runs");
         assert!(status.success(), "building the guest plugins failed; run `cargo xtask build-plugins` to see why");
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(&plugins)
+            .args(["build", "--release", "--target", "wasm32-wasip1", "-p", "shout"])
+            .env_remove("CARGO_TARGET_DIR")
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the preview1 programs failed; run `cargo xtask build-plugins` to see why");
         plugins.join("target/wasm32-wasip2/release")
     })
+}
+
+/// The preview1 core module of a plain WASI program crate.
+pub fn preview1_artifact(name: &str) -> PathBuf {
+    plugin_artifacts();
+    let path = repo_root().join(format!("plugins/target/wasm32-wasip1/release/{name}.wasm"));
+    assert!(path.exists(), "{} was not built", path.display());
+    path
 }
 
 /// The built component of a plugin crate.

@@ -1,7 +1,8 @@
 //! Build automation for Spool, run as `cargo xtask <command>` from anywhere in the repository.
 //!
-//! - `build-plugins`: installs the wasm32-wasip2 target if missing, builds every guest crate in
-//!   `plugins/`, and copies the example handlers (with their manifests) into the plugin folder.
+//! - `build-plugins`: installs the wasm32-wasip2 and wasm32-wasip1 targets if missing, builds
+//!   every guest crate in `plugins/` (plain WASI programs also as preview1 modules), and copies
+//!   the example handlers (with their manifests) into the plugin folder.
 //! - `demo`: builds everything, starts a host on the embedded SQLite default, enqueues sample
 //!   tasks with the CLI, shows them finish, and keeps serving until Ctrl-C (`--exit` stops).
 //! - `test`: builds the plugins, then runs the whole test suite (extra arguments go to cargo test).
@@ -15,6 +16,10 @@ use std::time::{Duration, Instant};
 
 /// The WebAssembly target handler components are built for.
 const WASM_TARGET: &str = "wasm32-wasip2";
+/// The target of plain WASI preview1 programs (the second door).
+const WASIP1_TARGET: &str = "wasm32-wasip1";
+/// Guest crates that are plain WASI programs, also built as preview1 core modules.
+const COMMANDS: &[&str] = &["shout"];
 /// Example handlers copied into the plugin folder for the demo; test-only handlers stay in
 /// the build output where the tests find them.
 const EXAMPLES: &[&str] = &["report", "notify", "flaky"];
@@ -52,26 +57,33 @@ fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
-/// Installs the wasm32-wasip2 standard library through rustup when it is missing.
-fn ensure_wasm_target() -> Result<()> {
+/// Installs a target's standard library through rustup when it is missing.
+fn ensure_target(target: &str) -> Result<()> {
     let sysroot = Command::new("rustc").args(["--print", "sysroot"]).output().context("cannot run rustc")?;
     let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
-    if sysroot.join("lib/rustlib").join(WASM_TARGET).exists() {
+    if sysroot.join("lib/rustlib").join(target).exists() {
         return Ok(());
     }
-    eprintln!("installing the {WASM_TARGET} target with rustup");
-    run(Command::new("rustup").args(["target", "add", WASM_TARGET]))
-        .with_context(|| format!("the {WASM_TARGET} target is missing and rustup could not add it; install it with `rustup target add {WASM_TARGET}`"))
+    eprintln!("installing the {target} target with rustup");
+    run(Command::new("rustup").args(["target", "add", target]))
+        .with_context(|| format!("the {target} target is missing and rustup could not add it; install it with `rustup target add {target}`"))
 }
 
 /// Builds every guest crate and copies the examples into the plugin folder.
 fn build_plugins(root: &Path) -> Result<()> {
-    ensure_wasm_target()?;
+    ensure_target(WASM_TARGET)?;
+    ensure_target(WASIP1_TARGET)?;
     let plugins = root.join("plugins");
     run(cargo()
         .current_dir(&plugins)
         .args(["build", "--release", "--target", WASM_TARGET])
         .env_remove("CARGO_TARGET_DIR"))?;
+    for command in COMMANDS {
+        run(cargo()
+            .current_dir(&plugins)
+            .args(["build", "--release", "--target", WASIP1_TARGET, "-p", command])
+            .env_remove("CARGO_TARGET_DIR"))?;
+    }
     let built = plugins.join("target").join(WASM_TARGET).join("release");
     for name in EXAMPLES {
         let wasm = built.join(format!("{name}.wasm"));

@@ -13,7 +13,46 @@
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use wasmtime::component::Component;
-use wasmtime::Engine;
+use wasmtime::{Engine, Module};
+
+/// What can be cached: components, and core modules (plain WASI preview1 programs).
+pub trait Artifact: Sized {
+    /// File extension of the cached artifact.
+    const EXTENSION: &'static str;
+    fn compile(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self>;
+    fn serialize(&self) -> wasmtime::Result<Vec<u8>>;
+    /// # Safety
+    /// `path` must hold bytes this cache wrote with [`Artifact::serialize`].
+    unsafe fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self>;
+}
+
+impl Artifact for Component {
+    const EXTENSION: &'static str = "cwasm";
+    fn compile(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self> {
+        Component::new(engine, bytes)
+    }
+    fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
+        Component::serialize(self)
+    }
+    unsafe fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self> {
+        // SAFETY: forwarded from the caller.
+        unsafe { Component::deserialize_file(engine, path) }
+    }
+}
+
+impl Artifact for Module {
+    const EXTENSION: &'static str = "cwasm-module";
+    fn compile(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self> {
+        Module::new(engine, bytes)
+    }
+    fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
+        Module::serialize(self)
+    }
+    unsafe fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self> {
+        // SAFETY: forwarded from the caller.
+        unsafe { Module::deserialize_file(engine, path) }
+    }
+}
 
 /// Where compiled components of one engine configuration live.
 #[derive(Debug, Clone)]
@@ -40,23 +79,19 @@ impl ArtifactCache {
         ArtifactCache { dir: root.join(format!("{:016x}", hasher.finish())) }
     }
 
-    fn path(&self, version: &str) -> PathBuf {
-        self.dir.join(format!("{version}.cwasm"))
-    }
-
-    /// Loads the component with content hash `version`, compiling and storing it on a miss.
-    pub fn load_or_compile(
+    /// Loads the artifact with content hash `version`, compiling and storing it on a miss.
+    pub fn load_or_compile<A: Artifact>(
         &self,
         engine: &Engine,
         version: &str,
         bytes: &[u8],
-    ) -> wasmtime::Result<(Component, CacheUse)> {
-        let path = self.path(version);
+    ) -> wasmtime::Result<(A, CacheUse)> {
+        let path = self.dir.join(format!("{version}.{}", A::EXTENSION));
         if path.exists() {
             // SAFETY: the file was written by `store` below, in a folder only Spool writes,
             // renamed into place complete and never modified afterwards; wasmtime checks that
             // it was produced by a compatible engine.
-            match unsafe { Component::deserialize_file(engine, &path) } {
+            match unsafe { A::deserialize_file(engine, &path) } {
                 Ok(component) => return Ok((component, CacheUse::Hit)),
                 Err(error) => {
                     tracing::warn!("cached artifact {} is unusable ({error:#}); compiling again", path.display());
@@ -64,15 +99,15 @@ impl ArtifactCache {
                 }
             }
         }
-        let component = Component::new(engine, bytes)?;
-        if let Err(error) = self.store(&component, &path) {
+        let artifact = A::compile(engine, bytes)?;
+        if let Err(error) = self.store(&artifact, &path) {
             tracing::warn!("could not cache the compiled plugin in {}: {error}", self.dir.display());
         }
-        Ok((component, CacheUse::Compiled))
+        Ok((artifact, CacheUse::Compiled))
     }
 
-    fn store(&self, component: &Component, path: &Path) -> std::io::Result<()> {
-        let serialized = component.serialize().map_err(std::io::Error::other)?;
+    fn store<A: Artifact>(&self, artifact: &A, path: &Path) -> std::io::Result<()> {
+        let serialized = artifact.serialize().map_err(std::io::Error::other)?;
         std::fs::create_dir_all(&self.dir)?;
         let partial = path.with_extension(format!("partial-{}-{:x}", std::process::id(), rand::random::<u32>()));
         std::fs::write(&partial, serialized)?;

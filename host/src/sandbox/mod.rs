@@ -24,6 +24,7 @@
 //! guest at its next yield. A store whose call was interrupted is dropped, never reused.
 
 pub mod cache;
+mod command;
 mod host_api;
 mod http;
 pub mod output;
@@ -111,10 +112,30 @@ pub struct Attempt {
     pub log: String,
 }
 
-/// A compiled handler, validated against the handler world and ready to instantiate.
+/// A compiled handler, validated and ready to instantiate: a component of the handler world,
+/// or a plain WASI program (see [`command`]).
 #[derive(Clone)]
 pub struct CompiledHandler {
-    pre: bindings::HandlerPre<HostState>,
+    kind: HandlerKind,
+}
+
+#[derive(Clone)]
+enum HandlerKind {
+    World(bindings::HandlerPre<HostState>),
+    Command(wasmtime_wasi::p2::bindings::CommandPre<HostState>),
+    Preview1(wasmtime::InstancePre<command::P1State>),
+}
+
+impl CompiledHandler {
+    /// Which door the handler uses: `handler` (the Spool world), `wasi-command` (a component
+    /// exporting wasi:cli/run) or `wasi-preview1` (a core module with `_start`).
+    pub fn kind(&self) -> &'static str {
+        match self.kind {
+            HandlerKind::World(_) => "handler",
+            HandlerKind::Command(_) => "wasi-command",
+            HandlerKind::Preview1(_) => "wasi-preview1",
+        }
+    }
 }
 
 /// The per-attempt state a wasmtime `Store` carries.
@@ -175,6 +196,7 @@ impl Drop for EpochTicker {
 pub struct Sandbox {
     engine: Engine,
     linker: Arc<Linker<HostState>>,
+    p1_linker: Arc<wasmtime::Linker<command::P1State>>,
     _ticker: Arc<EpochTicker>,
 }
 
@@ -221,8 +243,9 @@ impl Sandbox {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(EngineError)?;
         bindings::Handler::add_to_linker::<_, HasSelf<_>>(&mut linker, |state: &mut HostState| state)
             .map_err(EngineError)?;
+        let p1_linker = command::preview1_linker(&engine).map_err(EngineError)?;
         let ticker = Arc::new(EpochTicker::start(&engine));
-        Ok(Sandbox { engine, linker: Arc::new(linker), _ticker: ticker })
+        Ok(Sandbox { engine, linker: Arc::new(linker), p1_linker: Arc::new(p1_linker), _ticker: ticker })
     }
 
     /// The compiled-code cache under `root` for this engine.
@@ -230,24 +253,43 @@ impl Sandbox {
         ArtifactCache::new(root, &self.engine)
     }
 
-    /// Compiles a component (or loads it from `cache`) and checks that it implements the
-    /// handler world. CPU-heavy on a cache miss: call it off the async executor.
+    /// Compiles a component or core module (or loads it from `cache`) and checks that it is a
+    /// handler Spool can run: a component of the handler world, a component exporting
+    /// `wasi:cli/run`, or a core module with `_start`. CPU-heavy on a cache miss: call it off
+    /// the async executor.
     pub fn compile(
         &self,
         bytes: &[u8],
         version: &str,
         cache: Option<&ArtifactCache>,
     ) -> Result<(CompiledHandler, CacheUse), CompileError> {
-        let (component, used) = match cache {
-            Some(cache) => cache.load_or_compile(&self.engine, version, bytes).map_err(CompileError::Invalid)?,
-            None => (
-                wasmtime::component::Component::new(&self.engine, bytes).map_err(CompileError::Invalid)?,
-                CacheUse::Off,
-            ),
-        };
+        if command::is_core_module(bytes) {
+            let (module, used) = self.load::<wasmtime::Module>(bytes, version, cache)?;
+            let pre = command::preview1_pre(&self.p1_linker, &module)?;
+            return Ok((CompiledHandler { kind: HandlerKind::Preview1(pre) }, used));
+        }
+        let (component, used) = self.load::<wasmtime::component::Component>(bytes, version, cache)?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(CompileError::WrongWorld)?;
-        let pre = bindings::HandlerPre::new(instance_pre).map_err(CompileError::WrongWorld)?;
-        Ok((CompiledHandler { pre }, used))
+        let kind = match bindings::HandlerPre::new(instance_pre.clone()) {
+            Ok(pre) => HandlerKind::World(pre),
+            Err(world_error) => match wasmtime_wasi::p2::bindings::CommandPre::new(instance_pre) {
+                Ok(pre) => HandlerKind::Command(pre),
+                Err(_) => return Err(CompileError::WrongWorld(world_error)),
+            },
+        };
+        Ok((CompiledHandler { kind }, used))
+    }
+
+    fn load<A: cache::Artifact>(
+        &self,
+        bytes: &[u8],
+        version: &str,
+        cache: Option<&ArtifactCache>,
+    ) -> Result<(A, CacheUse), CompileError> {
+        match cache {
+            Some(cache) => cache.load_or_compile(&self.engine, version, bytes).map_err(CompileError::Invalid),
+            None => Ok((A::compile(&self.engine, bytes).map_err(CompileError::Invalid)?, CacheUse::Off)),
+        }
     }
 
     /// Runs one attempt in a fresh instance and reports how it ended. Never fails: traps,
@@ -261,15 +303,25 @@ impl Sandbox {
         services: Arc<dyn TaskServices>,
     ) -> Attempt {
         let log = TaskLog::new(limits.log_bytes);
-        let outcome = match self.build_store(&task, limits, services, &log) {
-            Ok(store) => {
-                let call = call_handler(handler, store, task, payload, limits);
-                match tokio::time::timeout(limits.timeout, call).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => AttemptOutcome::Crashed(timed_out(limits.timeout)),
+        let call = async {
+            match &handler.kind {
+                HandlerKind::World(pre) => match self.build_store(&task, limits, services, &log, None) {
+                    Ok(store) => call_handler(pre, store, task, payload, limits).await,
+                    Err(error) => AttemptOutcome::Crashed(format!("sandbox setup failed: {error:#}")),
+                },
+                HandlerKind::Command(pre) => {
+                    let stdout = TaskLog::new(limits.max_result_bytes + 1);
+                    match self.build_store(&task, limits, services, &log, Some((payload, &stdout))) {
+                        Ok(store) => command::run_command(pre, store, &stdout, &log, limits).await,
+                        Err(error) => AttemptOutcome::Crashed(format!("sandbox setup failed: {error:#}")),
+                    }
                 }
+                HandlerKind::Preview1(pre) => command::run_preview1(&self.engine, pre, payload, &log, limits).await,
             }
-            Err(error) => AttemptOutcome::Crashed(format!("sandbox setup failed: {error:#}")),
+        };
+        let outcome = match tokio::time::timeout(limits.timeout, call).await {
+            Ok(outcome) => outcome,
+            Err(_) => AttemptOutcome::Crashed(timed_out(limits.timeout)),
         };
         let log = log.contents();
         let outcome = match outcome {
@@ -285,15 +337,12 @@ impl Sandbox {
         limits: &RunLimits,
         services: Arc<dyn TaskServices>,
         log: &TaskLog,
+        command_io: Option<(&str, &TaskLog)>,
     ) -> wasmtime::Result<Store<HostState>> {
-        let mut wasi = WasiCtxBuilder::new();
-        wasi.stdout(log.stream()).stderr(log.stream());
-        for dir in &limits.capabilities.dirs {
-            let perms = if dir.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
-            wasi.preopened_dir(&dir.host, &dir.guest, perms)?;
-        }
-        for (name, value) in &limits.capabilities.env {
-            wasi.env(name, value);
+        let mut wasi = granted_wasi(limits, log)?;
+        if let Some((payload, stdout)) = command_io {
+            wasi.stdin(wasmtime_wasi::p2::pipe::MemoryInputPipe::new(payload.to_string()));
+            wasi.stdout(stdout.stream());
         }
         let state = HostState {
             wasi: wasi.build(),
@@ -308,18 +357,38 @@ impl Sandbox {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limits);
-        store.set_fuel(limits.fuel)?;
-        store.fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL))?;
-        let ticks = (limits.timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64 + 1;
-        store.set_epoch_deadline(ticks);
-        store.epoch_deadline_trap();
+        apply_limits(&mut store, limits)?;
         Ok(store)
     }
 }
 
+/// WASI with exactly the manifest's grants; stdout and stderr go to the task log.
+fn granted_wasi(limits: &RunLimits, log: &TaskLog) -> wasmtime::Result<WasiCtxBuilder> {
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.stdout(log.stream()).stderr(log.stream());
+    for dir in &limits.capabilities.dirs {
+        let perms = if dir.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
+        wasi.preopened_dir(&dir.host, &dir.guest, perms)?;
+    }
+    for (name, value) in &limits.capabilities.env {
+        wasi.env(name, value);
+    }
+    Ok(wasi)
+}
+
+/// Fuel, yielding and the epoch deadline of one attempt.
+fn apply_limits<T>(store: &mut Store<T>, limits: &RunLimits) -> wasmtime::Result<()> {
+    store.set_fuel(limits.fuel)?;
+    store.fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL))?;
+    let ticks = (limits.timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64 + 1;
+    store.set_epoch_deadline(ticks);
+    store.epoch_deadline_trap();
+    Ok(())
+}
+
 /// Instantiates the handler and calls `handle`, mapping every ending to an outcome.
 async fn call_handler(
-    handler: &CompiledHandler,
+    pre: &bindings::HandlerPre<HostState>,
     mut store: Store<HostState>,
     task: TaskInfo,
     payload: &str,
@@ -332,7 +401,7 @@ async fn call_handler(
         max_attempts: task.max_attempts,
         idempotency_key: task.idempotency_key,
     };
-    let instance = match handler.pre.instantiate_async(&mut store).await {
+    let instance = match pre.instantiate_async(&mut store).await {
         Ok(instance) => instance,
         Err(error) => return AttemptOutcome::Crashed(describe_error(&error, limits)),
     };
