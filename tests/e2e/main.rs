@@ -9,6 +9,7 @@ mod cli;
 mod commands;
 mod crash;
 mod hot_reload;
+mod languages;
 mod openapi;
 mod plugins;
 mod queue;

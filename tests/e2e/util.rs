@@ -43,6 +43,13 @@ pub fn preview1_artifact(name: &str) -> PathBuf {
     path
 }
 
+/// A Python handler built by `cargo xtask build-plugins` (componentize-py).
+pub fn python_artifact(name: &str) -> PathBuf {
+    let path = repo_root().join(format!("plugins/target/python/{name}.wasm"));
+    assert!(path.exists(), "{} is missing: run the suite with `cargo xtask test`, which builds the Python handlers", path.display());
+    path
+}
+
 /// The built component of a plugin crate.
 pub fn artifact(name: &str) -> PathBuf {
     let path = plugin_artifacts().join(format!("{name}.wasm"));

@@ -20,6 +20,8 @@ const WASM_TARGET: &str = "wasm32-wasip2";
 const WASIP1_TARGET: &str = "wasm32-wasip1";
 /// Guest crates that are plain WASI programs, also built as preview1 core modules.
 const COMMANDS: &[&str] = &["shout"];
+/// The pinned componentize-py (from PyPI) that turns Python handlers into components.
+const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
 /// Example handlers copied into the plugin folder for the demo; test-only handlers stay in
 /// the build output where the tests find them.
 const EXAMPLES: &[&str] = &["report", "notify", "flaky"];
@@ -84,6 +86,7 @@ fn build_plugins(root: &Path) -> Result<()> {
             .args(["build", "--release", "--target", WASIP1_TARGET, "-p", command])
             .env_remove("CARGO_TARGET_DIR"))?;
     }
+    build_python_handlers(root)?;
     let built = plugins.join("target").join(WASM_TARGET).join("release");
     for name in EXAMPLES {
         let wasm = built.join(format!("{name}.wasm"));
@@ -95,6 +98,59 @@ fn build_plugins(root: &Path) -> Result<()> {
     }
     eprintln!("example plugins are in {}", plugins.display());
     Ok(())
+}
+
+/// Builds every `plugins/python/NAME/app.py` into `plugins/target/python/NAME.wasm` with the
+/// pinned componentize-py, installed into a virtual environment under `target/` on first use.
+/// A component is rebuilt only when its sources are newer than it.
+fn build_python_handlers(root: &Path) -> Result<()> {
+    let sources = root.join("plugins/python");
+    let mut handlers: Vec<PathBuf> = std::fs::read_dir(&sources)
+        .with_context(|| format!("cannot read {}", sources.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|dir| dir.join("app.py").exists())
+        .collect();
+    handlers.sort();
+    if handlers.is_empty() {
+        return Ok(());
+    }
+    let venv = root.join("target/tools/python");
+    let componentize = venv.join("bin/componentize-py");
+    if !componentize.exists() {
+        eprintln!("installing {COMPONENTIZE_PY} into {}", venv.display());
+        run(Command::new("python3").arg("-m").arg("venv").arg(&venv))
+            .context("python3 with the venv module is needed to build Python handlers (Debian: apt-get install python3-venv)")?;
+        run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", COMPONENTIZE_PY]))?;
+    }
+    let out = root.join("plugins/target/python");
+    std::fs::create_dir_all(&out)?;
+    for dir in handlers {
+        let name = dir.file_name().and_then(|n| n.to_str()).context("handler folder name")?.to_string();
+        let wasm = out.join(format!("{name}.wasm"));
+        if is_newer_than_sources(&wasm, &dir)? {
+            continue;
+        }
+        eprintln!("building Python handler {name} with {COMPONENTIZE_PY}");
+        run(Command::new(&componentize)
+            .arg("-d")
+            .arg(root.join("wit"))
+            .args(["-w", "handler", "componentize", "app", "-p"])
+            .arg(&dir)
+            .arg("-o")
+            .arg(&wasm))?;
+    }
+    Ok(())
+}
+
+/// Whether `output` exists and is newer than every file in `sources` and the WIT.
+fn is_newer_than_sources(output: &Path, sources: &Path) -> Result<bool> {
+    let Ok(built) = std::fs::metadata(output).and_then(|m| m.modified()) else {
+        return Ok(false);
+    };
+    let wit = sources.join("../../../wit/handler.wit");
+    let mut inputs: Vec<PathBuf> = std::fs::read_dir(sources)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    inputs.push(wit);
+    Ok(inputs.iter().all(|input| std::fs::metadata(input).and_then(|m| m.modified()).map(|t| t <= built).unwrap_or(false)))
 }
 
 /// Copies only when the content differs, so an unchanged plugin keeps its file untouched.
