@@ -18,7 +18,8 @@ fn wasi_programs_run_as_handlers_through_both_doors() {
     }
     let host = ws.start(&[]);
     let (_, plugins) = host.get("/plugins");
-    assert_eq!(plugins["plugins"].as_array().unwrap().len(), 2, "both load: {plugins:#}");
+    let kinds: Vec<&str> = plugins["plugins"].as_array().unwrap().iter().map(|p| p["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["wasi-preview1", "wasi-command"], "both load, each through its door: {plugins:#}");
     for task_type in ["shout_p1", "shout_p2"] {
         let ok = host.enqueue(task_type, json!({"text": "approval 42 is ready"}));
         let done = host.wait_for_status(ok["id"].as_i64().unwrap(), "done", WAIT);

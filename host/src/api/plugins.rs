@@ -20,6 +20,9 @@ pub struct PluginView {
     pub version: String,
     /// The component file.
     pub path: String,
+    /// How the host calls it: `handler` (the Spool world), `wasi-command` (a component
+    /// exporting wasi:cli/run) or `wasi-preview1` (a core module with `_start`).
+    pub kind: String,
     pub loaded_at: DateTime<Utc>,
     pub policy: PolicyView,
     pub capabilities: Capabilities,
@@ -84,6 +87,7 @@ pub async fn list_plugins(State(state): State<Arc<AppState>>) -> Result<Json<Plu
                 task_type: plugin.task_type.clone(),
                 version: plugin.version.clone(),
                 path: plugin.path.display().to_string(),
+                kind: plugin.handler.kind().to_string(),
                 loaded_at: plugin.loaded_at,
                 policy: PolicyView {
                     max_retry: p.max_retry,

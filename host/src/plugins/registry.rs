@@ -69,11 +69,6 @@ impl Registry {
         self.plugins.read().expect("registry lock").get(task_type).cloned()
     }
 
-    /// Whether a task type is registered.
-    pub fn contains(&self, task_type: &str) -> bool {
-        self.plugins.read().expect("registry lock").contains_key(task_type)
-    }
-
     /// The registered task types, sorted.
     pub fn task_types(&self) -> Vec<String> {
         let mut names: Vec<String> =

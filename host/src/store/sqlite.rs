@@ -86,6 +86,13 @@ fn status_code(status: Status) -> i64 {
     }
 }
 
+/// The status codes satisfying a state-machine rule, as an SQL list: `(3, 4)`. The rules live
+/// in [`Status`]; the store only translates them.
+fn codes_where(rule: fn(Status) -> bool) -> String {
+    let codes: Vec<String> = Status::ALL.into_iter().filter(|s| rule(*s)).map(|s| status_code(s).to_string()).collect();
+    format!("({})", codes.join(", "))
+}
+
 fn status_from_code(code: i64) -> Option<Status> {
     Status::ALL.into_iter().find(|status| status_code(*status) == code)
 }
@@ -418,11 +425,13 @@ impl Store for SqliteStore {
     }
 
     async fn retry(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
-        let row: Option<TaskRow> = sqlx::query_as(
+        let sql = format!(
             "UPDATE async_task SET status = 0, retry_count = 0, next_run_at = ?2, \
                  finished_at = NULL, result = NULL, updated_at = ?2 \
-             WHERE id = ?1 AND status IN (3, 4) RETURNING *",
-        )
+             WHERE id = ?1 AND status IN {} RETURNING *",
+            codes_where(Status::can_retry)
+        );
+        let row: Option<TaskRow> = sqlx::query_as(&sql)
         .bind(id)
         .bind(millis(now))
         .fetch_optional(&self.writer)
@@ -431,11 +440,13 @@ impl Store for SqliteStore {
     }
 
     async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
-        let row: Option<TaskRow> = sqlx::query_as(
+        let sql = format!(
             "UPDATE async_task SET status = 4, finished_at = ?2, lease_owner = NULL, \
                  lease_expires_at = NULL, updated_at = ?2 \
-             WHERE id = ?1 AND status IN (0, 1) RETURNING *",
-        )
+             WHERE id = ?1 AND status IN {} RETURNING *",
+            codes_where(Status::can_cancel)
+        );
+        let row: Option<TaskRow> = sqlx::query_as(&sql)
         .bind(id)
         .bind(millis(now))
         .fetch_optional(&self.writer)
@@ -745,5 +756,7 @@ mod tests {
             assert_eq!(status_from_code(status_code(status)), Some(status));
         }
         assert_eq!(status_from_code(9), None);
+        assert_eq!(codes_where(Status::can_retry), "(3, 4)");
+        assert_eq!(codes_where(Status::can_cancel), "(0, 1)");
     }
 }
