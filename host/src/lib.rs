@@ -16,6 +16,8 @@
 //! - [`sandbox`]: the only place with wasmtime: compiling and running handler components.
 //! - [`api`]: the only place with HTTP: the axum routes, errors, OpenAPI, and the CLI's client.
 //! - [`host`]: starts and stops all of the above; [`shutdown`]: the two-stage stop signal.
+//! - [`toolchain`]: `spool plugin new` and `spool plugin build`: handler projects from
+//!   templates, built with each language's pinned compiler into the plugin folder.
 
 pub mod api;
 pub mod backoff;
@@ -27,6 +29,7 @@ pub mod sandbox;
 pub mod shutdown;
 pub mod store;
 pub mod task;
+pub mod toolchain;
 pub mod worker;
 
 pub use config::Config;

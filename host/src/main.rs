@@ -11,6 +11,7 @@ use std::time::Duration;
 use spool::api::client::Client;
 use spool::config::{Config, Settings};
 use spool::shutdown::os_signal;
+use spool::toolchain;
 
 #[derive(Parser)]
 #[command(name = "spool", version, about = "A job runner: a task table in your database, handlers as sandboxed WebAssembly components.")]
@@ -37,6 +38,48 @@ enum Command {
     Health(ClientArgs),
     /// List a host's plugins: task types, versions, policies, capabilities, load errors.
     Plugins(PluginsArgs),
+    /// Write handlers: start one from a template, build one into the plugin folder.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Start a handler project NAME/ from a template (NAME becomes its task type).
+    New(NewArgs),
+    /// Build a handler project into NAME.wasm in the plugin folder (a running host picks it up).
+    Build(BuildArgs),
+}
+
+#[derive(Args)]
+struct NewArgs {
+    /// The handler's language: rust, python, javascript, c, go or zig
+    #[arg(long)]
+    lang: String,
+    /// The handler's name, its task type: letters, digits, `_` and `-`
+    name: String,
+    /// The folder the project folder is created in
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+}
+
+#[derive(Args)]
+struct BuildArgs {
+    /// The handler project's folder
+    #[arg(default_value = ".")]
+    project: PathBuf,
+    /// The plugin folder NAME.wasm goes to
+    #[arg(long, env = "SPOOL_PLUGINS", default_value = "plugins")]
+    plugins: PathBuf,
+    /// The task type to build as [default: the project folder's name]
+    #[arg(long)]
+    name: Option<String>,
+    /// The project's language [default: recognized from its files]
+    #[arg(long)]
+    lang: Option<String>,
+    /// Where pinned toolchains are installed on first use [default: ~/.cache/spool/tools]
+    #[arg(long, env = "SPOOL_TOOLS_DIR")]
+    tools_dir: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -137,6 +180,11 @@ struct IdArgs {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    let command = match cli.command {
+        // Building runs compilers as subprocesses; it needs no async runtime or log setup.
+        Command::Plugin(command) => return plugin(command),
+        other => other,
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -147,7 +195,7 @@ fn main() -> Result<()> {
         .init();
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {
-        match cli.command {
+        match command {
             Command::Serve(args) => serve(args).await,
             Command::Enqueue(args) => enqueue(args).await,
             Command::Status(args) => status(args).await,
@@ -168,8 +216,39 @@ fn main() -> Result<()> {
                     Ok(())
                 }
             }
+            Command::Plugin(_) => unreachable!("handled before the runtime starts"),
         }
     })
+}
+
+fn plugin(command: PluginCommand) -> Result<()> {
+    match command {
+        PluginCommand::New(args) => {
+            let language = toolchain::Language::parse(&args.lang)?;
+            let dir = toolchain::new_project(language, &args.name, &args.dir)?;
+            println!("created {} ({language}); build it with: spool plugin build {}", dir.display(), dir.display());
+            Ok(())
+        }
+        PluginCommand::Build(args) => {
+            let request = toolchain::BuildRequest {
+                project: args.project,
+                language: args.lang.as_deref().map(toolchain::Language::parse).transpose()?,
+                name: args.name,
+                plugins: args.plugins,
+                tools: args.tools_dir.unwrap_or_else(toolchain::default_tools_dir),
+            };
+            let built = toolchain::build(&request)?;
+            println!(
+                "built {} ({}, {:.1} MB) in {:.1?}{}",
+                built.wasm.display(),
+                built.language,
+                built.size as f64 / 1e6,
+                built.elapsed,
+                built.manifest.map(|m| format!(", with {}", m.display())).unwrap_or_default()
+            );
+            Ok(())
+        }
+    }
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {

@@ -1,30 +1,177 @@
-//! Handlers in other languages, built from the repository's sources with pinned toolchains and
-//! run end to end through a real host.
+//! Handlers in every supported language, built from the repository's sources with
+//! `spool plugin build` and the pinned toolchains, run end to end through a real host:
+//! the examples (host services, retries, permanent failures) and each language's template
+//! as `spool plugin new` writes it.
 
-use serde_json::json;
+use serde_json::{json, Value};
+use std::path::Path;
 use std::time::Duration;
 
-use crate::util::{python_artifact, Workspace};
+use crate::util::{example_artifact, template_artifact, Host, Workspace};
 
-/// Compiling an 18 MB Python component takes a while on a cold cache.
-const WAIT: Duration = Duration::from_secs(120);
+/// Compiling a large (Python, JavaScript) component takes a while on a cold cache.
+const WAIT: Duration = Duration::from_secs(180);
+
+fn host_with(task_type: &str, wasm: &Path) -> (Workspace, Host) {
+    let ws = Workspace::with_plugins(&[]);
+    std::fs::copy(wasm, ws.plugin_dir().join(format!("{task_type}.wasm"))).unwrap();
+    let host = ws.start(&["--backoff-base", "50ms"]);
+    (ws, host)
+}
+
+fn run_to(host: &Host, request: Value, status: &str) -> Value {
+    let task = host.enqueue_with(request);
+    host.wait_for_status(task["id"].as_i64().unwrap(), status, WAIT)
+}
+
+/// What a component example must show: its result, numbers from the type's key-value store
+/// handed out once per task through the effect ledger (also across a retry), progress, a
+/// log line, a retried transient failure and a permanent failure for a bad payload.
+struct ComponentExample<'a> {
+    task_type: &'a str,
+    payload: Value,
+    expected: Value,
+    number_field: &'a str,
+    log_line: &'a str,
+    bad_payload: Value,
+    bad_payload_error: &'a str,
+}
+
+impl ComponentExample<'_> {
+    fn check(self, wasm: &Path) {
+        let (_ws, host) = host_with(self.task_type, wasm);
+        let first = run_to(&host, json!({"task_type": self.task_type, "payload": self.payload}), "done");
+        let mut expected = self.expected.clone();
+        expected[self.number_field] = json!(1);
+        assert_eq!(first["result"], expected, "{first:#}");
+        assert_eq!(first["progress"], 100, "{first:#}");
+        assert!(first["log"].as_str().unwrap().contains(self.log_line), "{first:#}");
+
+        let mut flaky = self.payload.clone();
+        flaky["fail_until_attempt"] = json!(3);
+        let retried = run_to(&host, json!({"task_type": self.task_type, "payload": flaky, "max_retry": 5}), "done");
+        assert_eq!(retried["attempts"], 3, "two transient failures were retried: {retried:#}");
+        assert_eq!(retried["result"][self.number_field], 2, "retries reuse the number the first attempt took: {retried:#}");
+
+        let third = run_to(&host, json!({"task_type": self.task_type, "payload": self.payload}), "done");
+        assert_eq!(third["result"][self.number_field], 3, "{third:#}");
+
+        let bad = run_to(&host, json!({"task_type": self.task_type, "payload": self.bad_payload, "max_retry": 5}), "failed");
+        assert_eq!(bad["attempts"], 1, "a bad payload fails permanently: {bad:#}");
+        assert!(bad["last_error"].as_str().unwrap().contains(self.bad_payload_error), "{bad:#}");
+    }
+}
 
 #[test]
-fn python_handler_uses_the_host_services() {
-    let ws = Workspace::with_plugins(&[]);
-    std::fs::copy(python_artifact("invoice"), ws.plugin_dir().join("invoice.wasm")).unwrap();
-    let host = ws.start(&[]);
-    let payload = json!({"customer": "ACME", "lines": [{"item": "widget", "qty": 3, "price": 2.5}, {"item": "bolt", "qty": 10, "price": 0.1}]});
-    let first = host.enqueue("invoice", payload.clone());
-    let first = host.wait_for_status(first["id"].as_i64().unwrap(), "done", WAIT);
-    assert_eq!(first["result"], json!({"invoice_number": 1, "customer": "ACME", "total": 8.5, "lines": 2}), "{first:#}");
-    assert_eq!(first["progress"], 100);
-    assert!(first["log"].as_str().unwrap().contains("[info] invoicing ACME"), "{first:#}");
-    let second = host.enqueue("invoice", payload);
-    let second = host.wait_for_status(second["id"].as_i64().unwrap(), "done", WAIT);
-    assert_eq!(second["result"]["invoice_number"], 2, "numbers come from the type's key-value store");
-    let bad = host.enqueue_with(json!({"task_type": "invoice", "payload": {"customer": "ACME"}, "max_retry": 5}));
-    let failed = host.wait_for_status(bad["id"].as_i64().unwrap(), "failed", WAIT);
-    assert_eq!(failed["attempts"], 1, "a bad payload fails permanently: {failed:#}");
-    assert!(failed["last_error"].as_str().unwrap().contains("not a valid invoice"), "{failed:#}");
+fn python_example_uses_the_host_services() {
+    ComponentExample {
+        task_type: "invoice",
+        payload: json!({"customer": "ACME", "lines": [{"item": "widget", "qty": 3, "price": 2.5}, {"item": "bolt", "qty": 10, "price": 0.1}]}),
+        expected: json!({"customer": "ACME", "total": 8.5, "lines": 2}),
+        number_field: "invoice_number",
+        log_line: "[info] invoicing ACME",
+        bad_payload: json!({"customer": "ACME"}),
+        bad_payload_error: "not a valid invoice",
+    }
+    .check(&example_artifact("python/invoice"));
+}
+
+#[test]
+fn javascript_example_uses_the_host_services() {
+    ComponentExample {
+        task_type: "receipt",
+        payload: json!({"order": "A-17", "items": [{"name": "tea", "qty": 2, "price": 3.5}, {"name": "cake", "qty": 1, "price": 4.25}], "currency": "EUR"}),
+        expected: json!({"order": "A-17", "total": 11.25, "currency": "EUR", "items": 2}),
+        number_field: "receipt_number",
+        log_line: "[info]",
+        bad_payload: json!({"order": "A-17", "items": [{"name": "tea", "qty": "two", "price": 3.5}]}),
+        bad_payload_error: "qty",
+    }
+    .check(&example_artifact("javascript/receipt"));
+}
+
+#[test]
+fn c_example_uses_the_host_services() {
+    ComponentExample {
+        task_type: "tally",
+        payload: json!({"account": "ops", "amounts": [12.5, 3, 4.25]}),
+        expected: json!({"account": "ops", "total": 19.75, "count": 3}),
+        number_field: "entry_number",
+        log_line: "[info]",
+        bad_payload: json!({"account": "ops", "amounts": "lots"}),
+        bad_payload_error: "amounts",
+    }
+    .check(&example_artifact("c/tally"));
+}
+
+#[test]
+fn go_program_runs_through_the_wasi_door() {
+    let (_ws, host) = host_with("wordcount", &example_artifact("go/wordcount"));
+    let done = run_to(&host, json!({"task_type": "wordcount", "payload": {"text": "the cat saw the dog\nThe end", "top": 2}}), "done");
+    assert_eq!(done["result"]["words"], 7, "{done:#}");
+    assert_eq!(done["result"]["lines"], 2, "{done:#}");
+    assert_eq!(done["result"]["top"][0], json!({"word": "the", "count": 3}), "{done:#}");
+    let failed = run_to(&host, json!({"task_type": "wordcount", "payload": {"fail": "upstream is down"}, "max_retry": 1}), "failed");
+    assert_eq!(failed["attempts"], 2, "a failing program is retried per policy: {failed:#}");
+    assert!(failed["last_error"].as_str().unwrap().contains("upstream is down"), "stderr is the reason: {failed:#}");
+}
+
+#[test]
+fn zig_program_runs_through_the_wasi_door() {
+    let (_ws, host) = host_with("rot13", &example_artifact("zig/rot13"));
+    let done = run_to(&host, json!({"task_type": "rot13", "payload": {"text": "Hello, Spool!"}}), "done");
+    assert_eq!(done["result"], json!({"text": "Uryyb, Fcbby!"}), "{done:#}");
+    let failed = run_to(&host, json!({"task_type": "rot13", "payload": {"txt": 1}, "max_retry": 1}), "failed");
+    assert_eq!(failed["attempts"], 2, "{failed:#}");
+    assert!(!failed["last_error"].as_str().unwrap().is_empty(), "{failed:#}");
+}
+
+/// A project fresh from `spool plugin new --lang LANGUAGE` builds and runs: it measures the
+/// text it is given and rejects a payload without one.
+fn template_runs(language: &str, is_component: bool) {
+    let task_type = format!("starter_{language}");
+    let (_ws, host) = host_with(&task_type, &template_artifact(language));
+    let done = run_to(&host, json!({"task_type": task_type, "payload": {"text": "hello"}}), "done");
+    assert_eq!(done["result"]["length"], 5, "{done:#}");
+    let failed = run_to(&host, json!({"task_type": task_type, "payload": {}, "max_retry": 1}), "failed");
+    if is_component {
+        assert_eq!(done["result"]["task_type"], json!(task_type), "{done:#}");
+        assert_eq!(done["result"]["attempt"], 1, "{done:#}");
+        assert_eq!(done["progress"], 100, "{done:#}");
+        assert!(done["log"].as_str().unwrap().contains("[info]"), "{done:#}");
+        assert_eq!(failed["attempts"], 1, "a component fails a bad payload permanently: {failed:#}");
+    } else {
+        assert_eq!(failed["attempts"], 2, "a program's failure is retried per policy: {failed:#}");
+    }
+    assert!(failed["last_error"].as_str().unwrap().contains("text"), "the error names the missing field: {failed:#}");
+}
+
+#[test]
+fn rust_template_builds_and_runs() {
+    template_runs("rust", true);
+}
+
+#[test]
+fn python_template_builds_and_runs() {
+    template_runs("python", true);
+}
+
+#[test]
+fn javascript_template_builds_and_runs() {
+    template_runs("javascript", true);
+}
+
+#[test]
+fn c_template_builds_and_runs() {
+    template_runs("c", true);
+}
+
+#[test]
+fn go_template_builds_and_runs() {
+    template_runs("go", false);
+}
+
+#[test]
+fn zig_template_builds_and_runs() {
+    template_runs("zig", false);
 }

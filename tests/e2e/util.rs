@@ -43,11 +43,66 @@ pub fn preview1_artifact(name: &str) -> PathBuf {
     path
 }
 
-/// A Python handler built by `cargo xtask build-plugins` (componentize-py).
-pub fn python_artifact(name: &str) -> PathBuf {
-    let path = repo_root().join(format!("plugins/target/python/{name}.wasm"));
-    assert!(path.exists(), "{} is missing: run the suite with `cargo xtask test`, which builds the Python handlers", path.display());
+/// Where the tests build handler projects with `spool plugin build`, and where the pinned
+/// toolchains those builds install live (shared by test runs, like `cargo xtask` does).
+fn builds_root() -> PathBuf {
+    repo_root().join("target/spool-test-builds")
+}
+
+/// Runs `spool plugin ...` to completion, panicking with its output when it fails.
+pub fn spool_plugin(args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .arg("plugin")
+        .args(args)
+        .env("SPOOL_TOOLS_DIR", repo_root().join("target/tools"))
+        // Rust projects made from the template share one target folder, so a test run does
+        // not compile wit-bindgen again for each of them.
+        .env("CARGO_TARGET_DIR", builds_root().join("cargo-target"))
+        .output()
+        .expect("the spool binary runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "spool plugin {args:?} failed:\n{text}");
+    text
+}
+
+/// Builds a handler project with `spool plugin build` (once per test run; builds run one at a
+/// time, as they share the tools folder) and returns the installed `.wasm`.
+fn built_once(key: &str, build: impl FnOnce(&Path) -> PathBuf) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, path)) = built.iter().find(|(k, _)| k == key) {
+        return path.clone();
+    }
+    let out = builds_root().join("plugins").join(key.replace('/', "-"));
+    let path = build(&out);
+    built.push((key.to_string(), path.clone()));
     path
+}
+
+/// An example handler from `plugins/LANG/NAME` in the repository, built with `spool plugin
+/// build` and the language's pinned toolchain.
+pub fn example_artifact(project: &str) -> PathBuf {
+    built_once(project, |out| {
+        let source = repo_root().join("plugins").join(project);
+        spool_plugin(&["build", source.to_str().unwrap(), "--plugins", out.to_str().unwrap()]);
+        let name = project.rsplit('/').next().unwrap();
+        out.join(format!("{name}.wasm"))
+    })
+}
+
+/// A fresh project from a language's template (`spool plugin new --lang LANG`), built with
+/// `spool plugin build`. The task type is `starter_LANG`.
+pub fn template_artifact(language: &str) -> PathBuf {
+    built_once(&format!("template/{language}"), |out| {
+        let name = format!("starter_{language}");
+        let projects = builds_root().join("templates");
+        let project = projects.join(&name);
+        let _ = std::fs::remove_dir_all(&project);
+        std::fs::create_dir_all(&projects).unwrap();
+        spool_plugin(&["new", "--lang", language, &name, "--dir", projects.to_str().unwrap()]);
+        spool_plugin(&["build", project.to_str().unwrap(), "--plugins", out.to_str().unwrap()]);
+        out.join(format!("{name}.wasm"))
+    })
 }
 
 /// The built component of a plugin crate.

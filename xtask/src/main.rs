@@ -5,8 +5,12 @@
 //!   the example handlers (with their manifests) into the plugin folder.
 //! - `demo`: builds everything, starts a host on the embedded SQLite default, enqueues sample
 //!   tasks with the CLI, shows them finish, and keeps serving until Ctrl-C (`--exit` stops).
-//! - `test`: builds the plugins, then runs the whole test suite (extra arguments go to cargo test).
-//! - `bench`: builds the plugins, then runs the throughput benchmark in release mode.
+//! - `test`: installs the C toolchain's Debian packages if missing, builds the plugins, then runs
+//!   the whole test suite (extra arguments go to cargo test). The tests build the handlers in
+//!   other languages themselves, with `spool plugin build`, which installs their pinned
+//!   toolchains into `target/tools`.
+//! - `bench`: builds the plugins, then runs the throughput benchmark in release mode
+//!   (`bench --languages`: the per-language handler benchmark).
 
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
@@ -20,8 +24,10 @@ const WASM_TARGET: &str = "wasm32-wasip2";
 const WASIP1_TARGET: &str = "wasm32-wasip1";
 /// Guest crates that are plain WASI programs, also built as preview1 core modules.
 const COMMANDS: &[&str] = &["shout"];
-/// The pinned componentize-py (from PyPI) that turns Python handlers into components.
-const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+/// Debian packages the C handlers build with (clang, its wasm32 runtime, wasi-libc).
+const C_PACKAGES: &[&str] = &["clang", "lld", "wasi-libc", "libclang-rt-dev-wasm32"];
+/// Where Debian's wasi-libc puts the WASI sysroot.
+const WASI_SYSROOT: &str = "/usr/share/wasi-sysroot";
 /// Example handlers copied into the plugin folder for the demo; test-only handlers stay in
 /// the build output where the tests find them.
 const EXAMPLES: &[&str] = &["report", "notify", "flaky"];
@@ -86,7 +92,6 @@ fn build_plugins(root: &Path) -> Result<()> {
             .args(["build", "--release", "--target", WASIP1_TARGET, "-p", command])
             .env_remove("CARGO_TARGET_DIR"))?;
     }
-    build_python_handlers(root)?;
     let built = plugins.join("target").join(WASM_TARGET).join("release");
     for name in EXAMPLES {
         let wasm = built.join(format!("{name}.wasm"));
@@ -98,59 +103,6 @@ fn build_plugins(root: &Path) -> Result<()> {
     }
     eprintln!("example plugins are in {}", plugins.display());
     Ok(())
-}
-
-/// Builds every `plugins/python/NAME/app.py` into `plugins/target/python/NAME.wasm` with the
-/// pinned componentize-py, installed into a virtual environment under `target/` on first use.
-/// A component is rebuilt only when its sources are newer than it.
-fn build_python_handlers(root: &Path) -> Result<()> {
-    let sources = root.join("plugins/python");
-    let mut handlers: Vec<PathBuf> = std::fs::read_dir(&sources)
-        .with_context(|| format!("cannot read {}", sources.display()))?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|dir| dir.join("app.py").exists())
-        .collect();
-    handlers.sort();
-    if handlers.is_empty() {
-        return Ok(());
-    }
-    let venv = root.join("target/tools/python");
-    let componentize = venv.join("bin/componentize-py");
-    if !componentize.exists() {
-        eprintln!("installing {COMPONENTIZE_PY} into {}", venv.display());
-        run(Command::new("python3").arg("-m").arg("venv").arg(&venv))
-            .context("python3 with the venv module is needed to build Python handlers (Debian: apt-get install python3-venv)")?;
-        run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", COMPONENTIZE_PY]))?;
-    }
-    let out = root.join("plugins/target/python");
-    std::fs::create_dir_all(&out)?;
-    for dir in handlers {
-        let name = dir.file_name().and_then(|n| n.to_str()).context("handler folder name")?.to_string();
-        let wasm = out.join(format!("{name}.wasm"));
-        if is_newer_than_sources(&wasm, &dir)? {
-            continue;
-        }
-        eprintln!("building Python handler {name} with {COMPONENTIZE_PY}");
-        run(Command::new(&componentize)
-            .arg("-d")
-            .arg(root.join("wit"))
-            .args(["-w", "handler", "componentize", "app", "-p"])
-            .arg(&dir)
-            .arg("-o")
-            .arg(&wasm))?;
-    }
-    Ok(())
-}
-
-/// Whether `output` exists and is newer than every file in `sources` and the WIT.
-fn is_newer_than_sources(output: &Path, sources: &Path) -> Result<bool> {
-    let Ok(built) = std::fs::metadata(output).and_then(|m| m.modified()) else {
-        return Ok(false);
-    };
-    let wit = sources.join("../../../wit/handler.wit");
-    let mut inputs: Vec<PathBuf> = std::fs::read_dir(sources)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    inputs.push(wit);
-    Ok(inputs.iter().all(|input| std::fs::metadata(input).and_then(|m| m.modified()).map(|t| t <= built).unwrap_or(false)))
 }
 
 /// Copies only when the content differs, so an unchanged plugin keeps its file untouched.
@@ -165,14 +117,48 @@ fn copy_if_changed(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Installs the Debian packages C handlers need when they are missing (the tests build the C
+/// example and template). Other languages' toolchains are installed by `spool plugin build`.
+fn ensure_c_toolchain() -> Result<()> {
+    let has_clang = Command::new("clang").arg("--version").stdout(Stdio::null()).status().is_ok_and(|s| s.success());
+    if has_clang && Path::new(WASI_SYSROOT).exists() {
+        return Ok(());
+    }
+    eprintln!("installing {} with apt-get", C_PACKAGES.join(" "));
+    let as_root = |program: &str| {
+        let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0"));
+        let mut command = if is_root { Command::new(program) } else { Command::new("sudo") };
+        if !is_root {
+            command.arg(program);
+        }
+        command
+    };
+    run(as_root("apt-get").args(["update", "-qq"]))?;
+    run(as_root("apt-get").args(["install", "-y", "-qq", "--no-install-recommends"]).args(C_PACKAGES).env("DEBIAN_FRONTEND", "noninteractive"))
+        .context("C handlers need clang and wasi-libc; install them with `apt-get install clang lld wasi-libc libclang-rt-dev-wasm32`")
+}
+
 fn test(root: &Path, extra: &[String]) -> Result<()> {
+    ensure_c_toolchain()?;
     build_plugins(root)?;
     run(cargo().current_dir(root).args(["test", "--workspace"]).args(extra))
 }
 
+/// `cargo xtask bench` runs the throughput benchmark; `cargo xtask bench --languages` runs the
+/// per-language handler benchmark instead (it builds every language's example).
 fn bench(root: &Path, extra: &[String]) -> Result<()> {
     build_plugins(root)?;
-    run(cargo().current_dir(root).args(["bench", "-p", "spool", "--bench", "throughput", "--"]).args(extra))
+    let languages = extra.iter().any(|a| a == "--languages");
+    let rest: Vec<&String> = extra.iter().filter(|a| *a != "--languages").collect();
+    if languages {
+        ensure_c_toolchain()?;
+    }
+    let bench = if languages { "languages" } else { "throughput" };
+    run(cargo()
+        .current_dir(root)
+        .args(["bench", "-p", "spool", "--bench", bench, "--"])
+        .args(rest)
+        .env("SPOOL_TOOLS_DIR", root.join("target/tools")))
 }
 
 /// Stops the demo host when the demo ends, however it ends.

@@ -7,6 +7,7 @@ Result:   {"invoice_number": 7, "customer": "ACME", "total": 7.5, "lines": 1}
 The invoice number comes from the task type's key-value store, assigned once per task through
 the effect ledger: a retried attempt finds the effect recorded and reuses the number it stored,
 so a retry never burns a second number. A bad payload fails permanently (no retry can fix it).
+`"fail_until_attempt": K` in the payload fails transiently until attempt K, to show retries.
 """
 
 import json
@@ -14,7 +15,7 @@ import json
 from componentize_py_types import Err
 from wit_world import WitWorld
 from wit_world.imports import host
-from wit_world.imports.types import Failure_Fail, TaskInfo
+from wit_world.imports.types import Failure_Fail, Failure_Retry, TaskInfo
 
 
 class WitWorld(WitWorld):
@@ -38,6 +39,10 @@ class WitWorld(WitWorld):
             host.kv_set("last-number", str(number))
             host.kv_set(f"number-of:{task.id}", str(number))
             host.record_effect(effect)
+
+        # A demonstration hook: fail transiently until the given attempt (the host retries).
+        if task.attempt < int(request.get("fail_until_attempt", 0)):
+            raise Err(Failure_Retry(f"failing on purpose until attempt {request['fail_until_attempt']}"))
 
         host.progress(100, "invoice ready")
         return json.dumps({"invoice_number": number, "customer": customer, "total": round(total, 2), "lines": len(lines)})

@@ -108,7 +108,7 @@
 )]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../../wit",
+        path: "wit",
         world: "handler",
         pub_export_macro: true,
         export_macro_name: "export_handler",

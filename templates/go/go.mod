@@ -1,0 +1,3 @@
+module __NAME__
+
+go 1.21
