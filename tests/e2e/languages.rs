@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::util::{example_artifact, template_artifact, Host, Workspace};
+use crate::util::{example_artifact, template_artifact, try_spool_plugin, Host, Workspace};
 
 /// Compiling a large (Python, JavaScript) component takes a while on a cold cache.
 const WAIT: Duration = Duration::from_secs(180);
@@ -174,4 +174,33 @@ fn go_template_builds_and_runs() {
 #[test]
 fn zig_template_builds_and_runs() {
     template_runs("zig", false);
+}
+
+#[test]
+fn plugin_commands_explain_what_is_wrong_and_install_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let plugins = dir.path().join("plugins");
+    let plugins_arg = plugins.to_str().unwrap();
+
+    let (ok, text) = try_spool_plugin(&["new", "--lang", "cobol", "x", "--dir", root]);
+    assert!(!ok && text.contains("rust, python, javascript, c, go, zig"), "{text}");
+    let (ok, text) = try_spool_plugin(&["new", "--lang", "c", "bad name", "--dir", root]);
+    assert!(!ok && text.contains("cannot be a task type"), "{text}");
+
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let (ok, text) = try_spool_plugin(&["build", empty.to_str().unwrap(), "--plugins", plugins_arg]);
+    assert!(!ok && text.contains("spool plugin new"), "an empty folder: {text}");
+
+    // A C handler that does not compile: clang's message reaches the user, nothing is installed.
+    let (ok, text) = try_spool_plugin(&["new", "--lang", "c", "broken", "--dir", root]);
+    assert!(ok, "{text}");
+    let source = dir.path().join("broken/broken.c");
+    let code = std::fs::read_to_string(&source).unwrap();
+    std::fs::write(&source, code.replace("bool ok = false;", "bool ok = false; int = ;")).unwrap();
+    let (ok, text) = try_spool_plugin(&["build", dir.path().join("broken").to_str().unwrap(), "--plugins", plugins_arg]);
+    assert!(!ok, "{text}");
+    assert!(text.contains("broken.c") && text.contains("error"), "clang's diagnostics are shown: {text}");
+    assert!(!plugins.join("broken.wasm").exists(), "a failed build installs nothing");
 }

@@ -51,6 +51,13 @@ fn builds_root() -> PathBuf {
 
 /// Runs `spool plugin ...` to completion, panicking with its output when it fails.
 pub fn spool_plugin(args: &[&str]) -> String {
+    let (succeeded, text) = try_spool_plugin(args);
+    assert!(succeeded, "spool plugin {args:?} failed:\n{text}");
+    text
+}
+
+/// Runs `spool plugin ...` to completion: whether it succeeded, and its stdout and stderr.
+pub fn try_spool_plugin(args: &[&str]) -> (bool, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_spool"))
         .arg("plugin")
         .args(args)
@@ -61,8 +68,7 @@ pub fn spool_plugin(args: &[&str]) -> String {
         .output()
         .expect("the spool binary runs");
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "spool plugin {args:?} failed:\n{text}");
-    text
+    (output.status.success(), text)
 }
 
 /// Builds a handler project with `spool plugin build` (once per test run; builds run one at a
