@@ -4,6 +4,7 @@
 //! Each language's example handler is built from the repository with `spool plugin build`'s
 //! code (the pinned toolchains are installed into `target/tools` on first use), then measured
 //! in a sandbox configured as a host configures it:
+//! - build time with the toolchain already installed (Rust crates are built by cargo beforehand);
 //! - size of the `.wasm`;
 //! - cold load: compiling it with Cranelift, as a host does the first time it sees a build;
 //! - cached load: loading the compiled code from the compiled-code cache (every later load);
@@ -80,6 +81,9 @@ fn wasm_of(subject: &Subject, out: &Path) -> (PathBuf, Option<Duration>) {
             (path, None)
         }
         Source::Project(project) => {
+            // Remove the previous build so the figure is a real build (with the toolchain
+            // and its caches already installed), not an up-to-date check.
+            let _ = std::fs::remove_file(repo().join("plugins").join(project).join(format!("target/spool/{}.wasm", subject.name)));
             let request = BuildRequest {
                 project: repo().join("plugins").join(project),
                 language: None,

@@ -63,7 +63,7 @@ pub fn build(project: &Path, wit_dir: &Path, work: &Path, out: &Path) -> Result<
         .encode()
         .context("cannot turn the compiled module into a component")?;
 
-    write_atomically(out, &component)
+    super::write_if_changed(out, &component)
 }
 
 /// Writes the C bindings of the handler world into `work` and returns the files to link
@@ -254,29 +254,6 @@ fn on_path(program: &str) -> bool {
     !program.contains('/')
         && std::env::var_os("PATH")
             .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
-}
-
-/// Writes `bytes` to a temporary file beside `out`, then renames it into place, so a reader
-/// never sees half a component.
-fn write_atomically(out: &Path, bytes: &[u8]) -> Result<()> {
-    let name = out
-        .file_name()
-        .ok_or_else(|| anyhow!("{} is not a file path", out.display()))?;
-    let dir = out
-        .parent()
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut temporary = OsString::from(".");
-    temporary.push(name);
-    temporary.push(format!(".{}.tmp", std::process::id()));
-    let temporary = dir.join(temporary);
-    fs::write(&temporary, bytes)
-        .with_context(|| format!("cannot write {}", temporary.display()))?;
-    fs::rename(&temporary, out).map_err(|error| {
-        let _ = fs::remove_file(&temporary);
-        anyhow!(error).context(format!("cannot move the component to {}", out.display()))
-    })
 }
 
 #[cfg(test)]
