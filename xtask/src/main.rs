@@ -26,8 +26,6 @@ const WASIP1_TARGET: &str = "wasm32-wasip1";
 const COMMANDS: &[&str] = &["shout"];
 /// Debian packages the C handlers build with (clang, its wasm32 runtime, wasi-libc).
 const C_PACKAGES: &[&str] = &["clang", "lld", "wasi-libc", "libclang-rt-dev-wasm32"];
-/// Where Debian's wasi-libc puts the WASI sysroot.
-const WASI_SYSROOT: &str = "/usr/share/wasi-sysroot";
 /// Example handlers copied into the plugin folder for the demo; test-only handlers stay in
 /// the build output where the tests find them.
 const EXAMPLES: &[&str] = &["report", "notify", "flaky"];
@@ -120,8 +118,13 @@ fn copy_if_changed(from: &Path, to: &Path) -> Result<()> {
 /// Installs the Debian packages C handlers need when they are missing (the tests build the C
 /// example and template). Other languages' toolchains are installed by `spool plugin build`.
 fn ensure_c_toolchain() -> Result<()> {
-    let has_clang = Command::new("clang").arg("--version").stdout(Stdio::null()).status().is_ok_and(|s| s.success());
-    if has_clang && Path::new(WASI_SYSROOT).exists() {
+    let installed = |package: &str| {
+        Command::new("dpkg-query")
+            .args(["-W", "-f=${Status}", package])
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+    };
+    if C_PACKAGES.iter().all(|package| installed(package)) {
         return Ok(());
     }
     eprintln!("installing {} with apt-get", C_PACKAGES.join(" "));
