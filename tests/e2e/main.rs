@@ -11,6 +11,7 @@ mod crash;
 mod hot_reload;
 mod languages;
 mod openapi;
+mod outage;
 mod plugins;
 mod queue;
 mod retries;
