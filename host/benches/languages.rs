@@ -190,11 +190,10 @@ fn main() {
     println!("|---|---|---|---|---|---|---|---|---|");
     let mut baseline: Option<f64> = None;
     for subject in SUBJECTS {
-        if let Some(only) = &only {
-            if subject.name != "noop" && !only.iter().any(|o| o == subject.name) {
+        if let Some(only) = &only
+            && subject.name != "noop" && !only.iter().any(|o| o == subject.name) {
                 continue;
             }
-        }
         let (wasm, build) = wasm_of(subject, &scratch.path().join("plugins"));
         let mut figures = runtime.block_on(measure(&sandbox, subject, &wasm, tasks, &scratch.path().join("cache")));
         figures.build = build;

@@ -52,11 +52,10 @@ pub fn prepare(request: TaskRequest, registry: &Registry, max_payload: usize) ->
     if let Err(error) = serde_json::from_str::<serde::de::IgnoredAny>(&request.payload) {
         return Err(RejectReason::PayloadNotJson(error.to_string()));
     }
-    if let Some(key) = &request.idempotency_key {
-        if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY {
+    if let Some(key) = &request.idempotency_key
+        && (key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY) {
             return Err(RejectReason::BadIdempotencyKey);
         }
-    }
     Ok(NewTask {
         task_type: request.task_type,
         payload: request.payload,

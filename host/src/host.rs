@@ -125,6 +125,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
 
     let wake = Arc::new(Notify::new());
     let in_flight = Arc::new(InFlight::default());
+    let estimates = Arc::new(crate::worker::estimates::Estimates::default());
     let (completer, updates) = Completer::new(store.clone(), shutdown.clone());
     let services = Arc::new(StoreServices {
         store: store.clone(),
@@ -141,6 +142,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         updates,
         services,
         in_flight: in_flight.clone(),
+        estimates: estimates.clone(),
         owner: host_id.clone(),
         concurrency: config.concurrency,
         lease: config.lease,
@@ -181,6 +183,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         host_id: host_id.clone(),
         enqueuer: crate::enqueue::Enqueuer::start(store.clone()),
         in_flight,
+        estimates,
     }));
 
     let api_shutdown = shutdown.clone();

@@ -330,7 +330,7 @@ fn print_json(value: &Value) -> Result<()> {
 }
 
 fn print_tasks(page: &Value) {
-    println!("{:>8}  {:<16} {:<10} {:>8}  {:<24}  {}", "ID", "TYPE", "STATUS", "ATTEMPTS", "UPDATED", "RESULT / ERROR");
+    println!("{:>8}  {:<16} {:<10} {:>8}  {:<24}  RESULT / ERROR", "ID", "TYPE", "STATUS", "ATTEMPTS", "UPDATED");
     for task in page["tasks"].as_array().into_iter().flatten() {
         let outcome = match task["status"].as_str() {
             Some("done") => task["result"].to_string(),
@@ -354,7 +354,7 @@ fn print_tasks(page: &Value) {
 
 fn print_plugins(view: &Value) {
     println!("plugin folder: {}", view["folder"].as_str().unwrap_or(""));
-    println!("{:<16} {:<12} {:>8} {:>9} {:<25}  {}", "TYPE", "VERSION", "PENDING", "RETRIES", "LOADED", "LAST ERROR");
+    println!("{:<16} {:<12} {:>8} {:>9} {:<25}  LAST ERROR", "TYPE", "VERSION", "PENDING", "RETRIES", "LOADED");
     for plugin in view["plugins"].as_array().into_iter().flatten() {
         println!(
             "{:<16} {:<12} {:>8} {:>9} {:<25}  {}",

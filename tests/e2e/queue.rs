@@ -144,3 +144,37 @@ fn delayed_task_waits_for_its_time() {
     let attempted = chrono::DateTime::parse_from_rfc3339(done["attempted_at"].as_str().unwrap()).unwrap();
     assert!(attempted - created >= chrono::Duration::milliseconds(1000), "ran too early");
 }
+
+#[test]
+fn enqueue_answers_carry_an_estimated_completion_time() {
+    let ws = Workspace::with_plugins(&["sleepy"]);
+    let host = ws.start(&["--concurrency", "2"]);
+    let parse = |value: &serde_json::Value| chrono::DateTime::parse_from_rfc3339(value.as_str().unwrap()).unwrap();
+
+    let first = host.enqueue_with(json!({"task_type": "sleepy", "payload": {"ms": 300}, "idempotency_key": "first"}));
+    assert!(first["estimated_done_at"].is_null(), "no attempt of the type has finished yet: {first:#}");
+    host.wait_for_status(first["id"].as_i64().unwrap(), "done", WAIT);
+
+    // Six tasks on two slots after one attempt of about 0.3 s: three rounds, later and later.
+    let tasks: Vec<_> = (0..6).map(|_| json!({"task_type": "sleepy", "payload": {"ms": 300}})).collect();
+    let (status, batch) = host.post("/tasks/batch", &json!({"tasks": tasks}));
+    assert_eq!(status, 201, "{batch:#}");
+    let estimates: Vec<_> = batch["tasks"].as_array().unwrap().iter().map(|t| parse(&t["estimated_done_at"])).collect();
+    let created = parse(&batch["tasks"][0]["created_at"]);
+    assert!(estimates[0] > created, "{batch:#}");
+    assert!(estimates.windows(2).all(|w| w[0] <= w[1]), "later tasks are estimated later: {estimates:?}");
+    let spread = (estimates[5] - estimates[0]).num_milliseconds();
+    assert!(spread >= 300, "two more rounds of about 0.3 s each separate the first and the last: {estimates:?}");
+    assert!(estimates[5] < created + chrono::Duration::seconds(30), "{estimates:?}");
+
+    // A delayed task is estimated after its start time.
+    let delayed = host.enqueue_with(json!({"task_type": "sleepy", "payload": {"ms": 300}, "delay": "60s"}));
+    assert!(parse(&delayed["estimated_done_at"]) >= parse(&delayed["next_run_at"]), "{delayed:#}");
+    assert!(parse(&delayed["estimated_done_at"]) > created + chrono::Duration::seconds(59), "{delayed:#}");
+
+    // A duplicate of a finished task has nothing left to estimate.
+    let (status, again) = host.post("/tasks", &json!({"task_type": "sleepy", "payload": {"ms": 300}, "idempotency_key": "first"}));
+    assert_eq!(status, 200, "{again:#}");
+    assert_eq!(again["duplicate"], true);
+    assert!(again["estimated_done_at"].is_null(), "{again:#}");
+}

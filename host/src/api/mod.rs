@@ -41,6 +41,8 @@ pub struct AppState {
     pub enqueuer: crate::enqueue::Enqueuer,
     /// Attempts running here, so a cancel can interrupt them.
     pub in_flight: Arc<crate::worker::in_flight::InFlight>,
+    /// Attempt times and the due backlog, for estimated completion times.
+    pub estimates: Arc<crate::worker::estimates::Estimates>,
 }
 
 /// A JSON body whose rejections (malformed JSON, wrong fields, too large) are [`ApiError`]s.

@@ -15,6 +15,7 @@ use super::{ApiJson, AppState};
 use crate::enqueue::{prepare, RejectReason, TaskRequest};
 use crate::store::TaskFilter;
 use crate::task::{chrono_duration, Enqueued, NewTask, Status, Task, TaskId};
+use crate::worker::estimates::{estimate_done, Capacity};
 
 /// Default and largest page of a listing.
 const DEFAULT_PAGE: usize = 50;
@@ -156,12 +157,55 @@ pub struct EnqueueResponse {
     pub task: TaskView,
     /// True when the idempotency key matched an existing task: nothing new was inserted.
     pub duplicate: bool,
+    /// When the task should be done, estimated by this host from the type's recent attempt
+    /// times, its due backlog and how many of its tasks may run at once; `null` for a task
+    /// that is not pending, or a type with no finished attempt on this host yet.
+    pub estimated_done_at: Option<DateTime<Utc>>,
 }
 
-impl From<Enqueued> for EnqueueResponse {
-    fn from(enqueued: Enqueued) -> Self {
-        EnqueueResponse { task: enqueued.task.into(), duplicate: enqueued.duplicate }
+impl EnqueueResponse {
+    fn new(enqueued: Enqueued, estimated_done_at: Option<DateTime<Utc>>) -> Self {
+        EnqueueResponse { task: enqueued.task.into(), duplicate: enqueued.duplicate, estimated_done_at }
     }
+}
+
+/// Estimated completion times for tasks just enqueued, in order. A task is estimated behind
+/// the due backlog of its type and behind the tasks of its type earlier in the same request.
+async fn estimate(state: &AppState, enqueued: &[Enqueued]) -> Vec<Option<DateTime<Utc>>> {
+    let now = Utc::now();
+    let backlog = match state.estimates.fresh_backlog() {
+        Some(backlog) => Some(backlog),
+        None => match state.store.due_by_type(now).await {
+            Ok(backlog) => {
+                state.estimates.set_backlog(backlog.clone());
+                Some(backlog)
+            }
+            Err(error) => {
+                tracing::debug!("no completion estimate: reading the backlog failed: {error}");
+                None
+            }
+        },
+    };
+    let mut earlier_in_request: std::collections::HashMap<&str, u64> = Default::default();
+    enqueued
+        .iter()
+        .map(|e| {
+            let task = &e.task;
+            let position = earlier_in_request.entry(task.task_type.as_str()).or_default();
+            let ahead = backlog.as_ref()?.get(&task.task_type).copied().unwrap_or(0) + *position;
+            *position += 1;
+            if task.status != Status::Pending {
+                return None;
+            }
+            let mean = state.estimates.mean_attempt(&task.task_type)?;
+            let plugin = state.registry.get(&task.task_type)?;
+            let capacity = Capacity {
+                slots: plugin.policy.concurrency.unwrap_or(state.config.concurrency).min(state.config.concurrency),
+                rate: plugin.policy.rate,
+            };
+            Some(estimate_done(task.next_run_at.max(now), ahead, capacity, mean))
+        })
+        .collect()
 }
 
 /// The answer to a batch enqueue, in request order.
@@ -238,7 +282,8 @@ pub async fn enqueue(
         state.wake.notify_one();
     }
     let status = if enqueued.duplicate { StatusCode::OK } else { StatusCode::CREATED };
-    Ok((status, Json(EnqueueResponse::from(enqueued))))
+    let estimated = estimate(&state, std::slice::from_ref(&enqueued)).await.pop().flatten();
+    Ok((status, Json(EnqueueResponse::new(enqueued, estimated))))
 }
 
 /// Enqueue many tasks in one transaction: all are inserted, or none.
@@ -273,7 +318,8 @@ pub async fn enqueue_batch(
     if enqueued.iter().any(|e| !e.duplicate) {
         state.wake.notify_one();
     }
-    let tasks = enqueued.into_iter().map(EnqueueResponse::from).collect();
+    let estimates = estimate(&state, &enqueued).await;
+    let tasks = enqueued.into_iter().zip(estimates).map(|(e, at)| EnqueueResponse::new(e, at)).collect();
     Ok((StatusCode::CREATED, Json(BatchResponse { tasks })))
 }
 

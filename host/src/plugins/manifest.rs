@@ -178,11 +178,10 @@ impl Manifest {
     /// Parses manifest text; the error names the offending field.
     pub fn parse(text: &str) -> Result<Manifest, String> {
         let manifest: Manifest = toml::from_str(text).map_err(|e| e.to_string())?;
-        if let Some(jitter) = manifest.backoff_jitter {
-            if !(0.0..=1.0).contains(&jitter) {
+        if let Some(jitter) = manifest.backoff_jitter
+            && !(0.0..=1.0).contains(&jitter) {
                 return Err(format!("backoff_jitter = {jitter}: use a fraction between 0 and 1"));
             }
-        }
         if manifest.fuel == Some(0) {
             return Err("fuel = 0: a handler needs some fuel to run; omit the field for the default".into());
         }
@@ -192,11 +191,10 @@ impl Manifest {
         if manifest.concurrency == Some(0) {
             return Err("concurrency = 0: use 1 or more; remove the plugin to stop the type".into());
         }
-        if let Some(rate) = manifest.rate {
-            if !(rate.is_finite() && rate > 0.0) {
+        if let Some(rate) = manifest.rate
+            && !(rate.is_finite() && rate > 0.0) {
                 return Err(format!("rate = {rate}: use a positive number of tasks per second"));
             }
-        }
         for (i, dir) in manifest.dirs.iter().enumerate() {
             if !dir.guest.starts_with('/') {
                 return Err(format!("dirs[{i}].guest = {:?}: use an absolute guest path such as \"/data\"", dir.guest));

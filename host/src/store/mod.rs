@@ -164,6 +164,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Pending tasks per task type.
     async fn pending_by_type(&self) -> Result<std::collections::BTreeMap<String, u64>, StoreError>;
+    /// Pending tasks per type that are due at `now` (scheduled ones not counted).
+    async fn due_by_type(&self, now: DateTime<Utc>) -> Result<std::collections::BTreeMap<String, u64>, StoreError>;
 
     /// Whether the effect `key` of `task_type` was recorded as done.
     async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError>;

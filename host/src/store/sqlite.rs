@@ -483,6 +483,17 @@ impl Store for SqliteStore {
         Ok(rows.into_iter().map(|(t, n)| (t, n as u64)).collect())
     }
 
+    async fn due_by_type(&self, now: DateTime<Utc>) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT task_type, COUNT(*) FROM async_task WHERE status = ? AND next_run_at <= ? GROUP BY task_type",
+        )
+        .bind(status_code(Status::Pending))
+        .bind(millis(now))
+        .fetch_all(&self.reader)
+        .await?;
+        Ok(rows.into_iter().map(|(t, n)| (t, n as u64)).collect())
+    }
+
     async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {
         // Read through the writer: a record committed a moment ago must be seen.
         let row: Option<(i64,)> = sqlx::query_as(

@@ -42,6 +42,8 @@ pub struct Dispatcher {
     pub services: Arc<dyn TaskServices>,
     /// Attempts running here, shared with the API (cancel) and the lease keeper.
     pub in_flight: Arc<InFlight>,
+    /// Attempt times, for the API's estimated completion times.
+    pub estimates: Arc<crate::worker::estimates::Estimates>,
     /// This host's lease owner name.
     pub owner: String,
     pub concurrency: usize,
@@ -251,6 +253,7 @@ impl Dispatcher {
                 return;
             }
         };
+        self.estimates.record(&task.task_type, started.elapsed());
         let transition = decide(
             task.retry_count,
             task.max_retry,

@@ -5,6 +5,7 @@
 //! - [`lease_keeper`]: extends the leases of tasks this host is running;
 //! - [`rescuer`]: returns tasks whose host died (lease expired) to the queue;
 //! - [`in_flight`]: the attempts running here; [`rate`]: per-type start rates;
+//! - [`estimates`]: attempt times and the backlog, for estimated completion times;
 //! - [`services`]: the durable host services handlers call.
 //!
 //! Each service is a struct with an async `run` that ends when the shared [`Shutdown`]
@@ -14,6 +15,7 @@
 
 pub mod completer;
 pub mod dispatcher;
+pub mod estimates;
 pub mod in_flight;
 pub mod lease_keeper;
 pub mod rate;

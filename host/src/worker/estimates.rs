@@ -1,0 +1,144 @@
+//! Estimated completion times for the enqueue answer (the status API's "when will it be
+//! done?" without polling).
+//!
+//! The dispatcher records how long each attempt took; the estimate for a new task is
+//!
+//! ```text
+//! start  = max(now, run_at)
+//! wait   = ceil(ahead / slots) × mean attempt time     (and at least ahead / rate, if limited)
+//! done   = start + wait + mean attempt time
+//! ```
+//!
+//! where `ahead` is the type's pending tasks that are already due, `slots` what the type may
+//! run at once on this host (its manifest's concurrency, capped by the host's), and the mean is
+//! an exponentially weighted moving average, so a handler that got slower shows up within a
+//! few attempts. It is this host's view: other hosts working the same table make it late-leaning
+//! (pessimistic), and tasks of other types sharing the slots make it early-leaning. With no
+//! finished attempt of the type on this host yet, there is no estimate.
+
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Weight of the newest attempt in the moving average.
+const NEWEST_WEIGHT: f64 = 0.2;
+/// How long a snapshot of the due backlog is reused before it is read again.
+pub const BACKLOG_REFRESH: Duration = Duration::from_secs(1);
+
+/// Attempt times per task type, and a recent snapshot of the due backlog.
+#[derive(Default)]
+pub struct Estimates {
+    mean_attempt: Mutex<HashMap<String, f64>>,
+    backlog: Mutex<Option<(Instant, BTreeMap<String, u64>)>>,
+}
+
+/// What an estimate for one task type needs to know about the host.
+#[derive(Clone, Copy, Debug)]
+pub struct Capacity {
+    /// Tasks of the type that may run at once on this host.
+    pub slots: usize,
+    /// The type's start-rate limit per second, if any.
+    pub rate: Option<f64>,
+}
+
+impl Estimates {
+    /// Records how long one attempt of `task_type` took.
+    pub fn record(&self, task_type: &str, took: Duration) {
+        let mut means = self.mean_attempt.lock().expect("estimates lock");
+        let seconds = took.as_secs_f64();
+        means
+            .entry(task_type.to_string())
+            .and_modify(|mean| *mean += NEWEST_WEIGHT * (seconds - *mean))
+            .or_insert(seconds);
+    }
+
+    /// The mean attempt time of a type, once one attempt has finished here.
+    pub fn mean_attempt(&self, task_type: &str) -> Option<Duration> {
+        self.mean_attempt.lock().expect("estimates lock").get(task_type).map(|s| Duration::from_secs_f64(*s))
+    }
+
+    /// The due backlog per type, if the snapshot is fresh enough to reuse.
+    pub fn fresh_backlog(&self) -> Option<BTreeMap<String, u64>> {
+        let backlog = self.backlog.lock().expect("estimates lock");
+        backlog.as_ref().filter(|(read, _)| read.elapsed() < BACKLOG_REFRESH).map(|(_, counts)| counts.clone())
+    }
+
+    /// Keeps a new snapshot of the due backlog per type.
+    pub fn set_backlog(&self, counts: BTreeMap<String, u64>) {
+        *self.backlog.lock().expect("estimates lock") = Some((Instant::now(), counts));
+    }
+}
+
+/// When a task should be done: `ahead` due tasks of its type are before it, attempts take
+/// `mean_attempt`, and it may start no earlier than `start`.
+pub fn estimate_done(start: DateTime<Utc>, ahead: u64, capacity: Capacity, mean_attempt: Duration) -> DateTime<Utc> {
+    let slots = capacity.slots.max(1) as u64;
+    let rounds = ahead.div_ceil(slots);
+    let mut wait = mean_attempt.as_secs_f64() * rounds as f64;
+    if let Some(rate) = capacity.rate.filter(|r| *r > 0.0) {
+        wait = wait.max(ahead as f64 / rate);
+    }
+    let total = Duration::from_secs_f64(wait + mean_attempt.as_secs_f64());
+    start + chrono::Duration::from_std(total).unwrap_or(chrono::Duration::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + seconds, 0).unwrap()
+    }
+
+    #[test]
+    fn an_empty_queue_takes_one_attempt() {
+        let capacity = Capacity { slots: 8, rate: None };
+        assert_eq!(estimate_done(at(0), 0, capacity, Duration::from_secs(2)), at(2));
+    }
+
+    #[test]
+    fn a_backlog_drains_in_rounds_of_the_types_slots() {
+        let capacity = Capacity { slots: 4, rate: None };
+        // 9 ahead on 4 slots: 3 rounds of 2 s, then its own attempt.
+        assert_eq!(estimate_done(at(0), 9, capacity, Duration::from_secs(2)), at(8));
+        assert_eq!(estimate_done(at(0), 8, capacity, Duration::from_secs(2)), at(6));
+    }
+
+    #[test]
+    fn a_rate_limit_bounds_the_drain() {
+        let capacity = Capacity { slots: 100, rate: Some(2.0) };
+        // 10 ahead at 2 starts per second: 5 s, although the slots would take one round.
+        assert_eq!(estimate_done(at(0), 10, capacity, Duration::from_secs(1)), at(6));
+    }
+
+    #[test]
+    fn a_scheduled_task_starts_at_its_time() {
+        let capacity = Capacity { slots: 1, rate: None };
+        assert_eq!(estimate_done(at(60), 0, capacity, Duration::from_secs(3)), at(63));
+    }
+
+    #[test]
+    fn the_mean_follows_recent_attempts() {
+        let estimates = Estimates::default();
+        assert_eq!(estimates.mean_attempt("report"), None);
+        estimates.record("report", Duration::from_secs(10));
+        assert_eq!(estimates.mean_attempt("report"), Some(Duration::from_secs(10)));
+        for _ in 0..20 {
+            estimates.record("report", Duration::from_secs(2));
+        }
+        let mean = estimates.mean_attempt("report").unwrap().as_secs_f64();
+        assert!((2.0..2.2).contains(&mean), "{mean}");
+        assert_eq!(estimates.mean_attempt("other"), None);
+    }
+
+    #[test]
+    fn the_backlog_snapshot_expires() {
+        let estimates = Estimates::default();
+        assert!(estimates.fresh_backlog().is_none());
+        estimates.set_backlog(BTreeMap::from([("report".to_string(), 3)]));
+        assert_eq!(estimates.fresh_backlog().unwrap()["report"], 3);
+        *estimates.backlog.lock().unwrap() = Some((Instant::now() - BACKLOG_REFRESH, BTreeMap::new()));
+        assert!(estimates.fresh_backlog().is_none());
+    }
+}
