@@ -204,3 +204,40 @@ fn plugin_commands_explain_what_is_wrong_and_install_nothing() {
     assert!(text.contains("broken.c") && text.contains("error"), "clang's diagnostics are shown: {text}");
     assert!(!plugins.join("broken.wasm").exists(), "a failed build installs nothing");
 }
+
+#[test]
+fn building_into_a_served_folder_deploys_and_hot_swaps() {
+    let ws = Workspace::with_plugins(&[]);
+    let host = ws.start(&[]);
+    let projects = tempfile::tempdir().unwrap();
+    let plugins = ws.plugin_dir();
+    crate::util::spool_plugin(&["new", "--lang", "c", "greet", "--dir", projects.path().to_str().unwrap()]);
+    let project = projects.path().join("greet");
+    let build = || crate::util::spool_plugin(&["build", project.to_str().unwrap(), "--plugins", plugins.to_str().unwrap()]);
+    let serving_version = || {
+        let (_, view) = host.get("/plugins");
+        view["plugins"].as_array().unwrap().iter().find(|p| p["task_type"] == "greet").map(|p| p["version"].as_str().unwrap().to_string())
+    };
+
+    build();
+    let first_version = host.eventually("greet is served", serving_version);
+    let done = run_to(&host, json!({"task_type": "greet", "payload": {"text": "hello"}}), "done");
+    assert_eq!(done["result"]["length"], 5, "{done:#}");
+
+    // Rebuilding without a change leaves the served build alone.
+    build();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(serving_version().unwrap(), first_version);
+
+    // A changed source, rebuilt into the same folder, replaces the build while the host runs.
+    let source = project.join("greet.c");
+    let code = std::fs::read_to_string(&source).unwrap();
+    // The C source spells the field as an escaped string: \"length\".
+    assert!(code.contains(r#"\"length\""#), "the template writes a length field");
+    std::fs::write(&source, code.replace(r#"\"length\""#, r#"\"chars\""#)).unwrap();
+    build();
+    host.eventually("the new build is served", || serving_version().filter(|v| *v != first_version));
+    let done = run_to(&host, json!({"task_type": "greet", "payload": {"text": "hello"}}), "done");
+    assert_eq!(done["result"]["chars"], 5, "{done:#}");
+    assert_eq!(done["plugin_version"].as_str(), serving_version().as_deref(), "{done:#}");
+}
