@@ -84,7 +84,7 @@ fn db_url(dir: &Path) -> String {
     format!("sqlite://{}", dir.join("bench.db").display())
 }
 
-/// 1. The store's claim + complete cycle in batches, no HTTP or wasm: the ceiling.
+/// Measurement 1: The store's claim + complete cycle in batches, no HTTP or wasm: the ceiling.
 async fn raw_baseline(n: usize, batch: usize) -> f64 {
     let dir = fresh_dir();
     let store = store::open(&db_url(dir.path())).await.unwrap();
@@ -142,7 +142,7 @@ async fn stop(host: spool::RunningHost) {
     host.stopped().await;
 }
 
-/// 2. `POST /tasks/batch` with 1,000 tasks per request, tasks scheduled far ahead so the
+/// Measurement 2: `POST /tasks/batch` with 1,000 tasks per request, tasks scheduled far ahead so the
 /// dispatcher stays idle and only enqueueing is measured.
 async fn batch_enqueue(n: usize) -> f64 {
     let dir = fresh_dir();
@@ -163,7 +163,7 @@ async fn batch_enqueue(n: usize) -> f64 {
     rate
 }
 
-/// 3. `POST /tasks` from 32 concurrent clients (keep-alive connections).
+/// Measurement 3: `POST /tasks` from 32 concurrent clients (keep-alive connections).
 async fn http_enqueue(n: usize, clients: usize) -> (f64, Histogram<u64>) {
     let dir = fresh_dir();
     let host = start_host(dir.path(), None).await;
@@ -195,7 +195,7 @@ async fn http_enqueue(n: usize, clients: usize) -> (f64, Histogram<u64>) {
     (rate, all)
 }
 
-/// 4. N due tasks inserted up front, then a host started: time until all are done.
+/// Measurement 4: N due tasks inserted up front, then a host started: time until all are done.
 async fn drain(n: usize) -> (f64, usize) {
     let dir = fresh_dir();
     {
@@ -223,7 +223,7 @@ async fn drain(n: usize) -> (f64, usize) {
     (rate, concurrency)
 }
 
-/// 5. One task at a time into an idle host: created_at → attempted_at, as recorded by the
+/// Measurement 5: One task at a time into an idle host: created_at → attempted_at, as recorded by the
 /// host (millisecond timestamps), and enqueue → done as the client observes it.
 async fn idle_pickup(n: usize) -> (Histogram<u64>, Histogram<u64>) {
     let dir = fresh_dir();
@@ -278,7 +278,7 @@ impl TaskServices for NoServices {
     }
 }
 
-/// 7. Swap latency: alternately rename two builds over `swap.wasm`; time from the rename until
+/// Measurement 7: Swap latency: alternately rename two builds over `swap.wasm`; time from the rename until
 /// `GET /plugins` reports the new version. The first swap to each build compiles it; later
 /// ones load it from the compiled-code cache.
 async fn swap_latency(swaps: usize) -> (Histogram<u64>, u64) {
@@ -318,7 +318,7 @@ async fn swap_latency(swaps: usize) -> (Histogram<u64>, u64) {
     (histogram, first_compile)
 }
 
-/// 8. Resident memory of this process (host and load generator) before and with 1,000 tasks
+/// Measurement 8: Resident memory of this process (host and load generator) before and with 1,000 tasks
 /// running at once, each sleeping in a WASI host call.
 async fn memory_in_flight(n: usize) -> (u64, u64) {
     let dir = fresh_dir();
@@ -362,7 +362,7 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-/// 6. Instantiate + call of the no-op handler, sequentially.
+/// Measurement 6: Instantiate + call of the no-op handler, sequentially.
 async fn sandbox_overhead(n: usize, options: SandboxOptions) -> Histogram<u64> {
     let sandbox = Sandbox::with_options(options).unwrap();
     let (handler, _) = sandbox.compile(&std::fs::read(noop_wasm()).unwrap(), "bench", None).unwrap();

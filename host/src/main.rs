@@ -23,7 +23,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a host: serve the API and work the queue until Ctrl-C or SIGTERM (a second signal stops at once).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Enqueue a task on a running host.
     Enqueue(EnqueueArgs),
     /// Show one task.
@@ -196,7 +196,7 @@ fn main() -> Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {
         match command {
-            Command::Serve(args) => serve(args).await,
+            Command::Serve(args) => serve(*args).await,
             Command::Enqueue(args) => enqueue(args).await,
             Command::Status(args) => status(args).await,
             Command::Tasks(args) => {

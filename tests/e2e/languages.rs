@@ -241,3 +241,35 @@ fn building_into_a_served_folder_deploys_and_hot_swaps() {
     assert_eq!(done["result"]["chars"], 5, "{done:#}");
     assert_eq!(done["plugin_version"].as_str(), serving_version().as_deref(), "{done:#}");
 }
+
+#[test]
+fn every_language_is_held_to_the_same_limits() {
+    let ws = Workspace::with_plugins(&[]);
+    let examples = [
+        ("c", example_artifact("c/tally"), json!({"account": "ops", "amounts": [1]})),
+        ("zig", example_artifact("zig/rot13"), json!({"text": "hi"})),
+        ("go", example_artifact("go/wordcount"), json!({"text": "hi"})),
+        ("js", example_artifact("javascript/receipt"), json!({"order": "A", "items": []})),
+        ("python", example_artifact("python/invoice"), json!({"customer": "A", "lines": []})),
+    ];
+    for (language, wasm, _) in &examples {
+        std::fs::copy(wasm, ws.plugin_dir().join(format!("{language}_fuel.wasm"))).unwrap();
+        ws.manifest(&format!("{language}_fuel"), "fuel = 100\nmax_retry = 0\n");
+    }
+    // Go, JavaScript and Python need megabytes of memory just to start their runtimes.
+    for (language, wasm, _) in &examples[2..] {
+        std::fs::copy(wasm, ws.plugin_dir().join(format!("{language}_memory.wasm"))).unwrap();
+        ws.manifest(&format!("{language}_memory"), "memory = \"2MiB\"\nmax_retry = 0\n");
+    }
+    let host = ws.start(&[]);
+    for (language, _, payload) in &examples {
+        let failed = run_to(&host, json!({"task_type": format!("{language}_fuel"), "payload": payload}), "failed");
+        assert!(failed["last_error"].as_str().unwrap().contains("fuel exhausted"), "{language}: {failed:#}");
+    }
+    for (language, _, payload) in &examples[2..] {
+        let failed = run_to(&host, json!({"task_type": format!("{language}_memory"), "payload": payload}), "failed");
+        assert!(failed["last_error"].as_str().unwrap().contains("memory"), "{language}: {failed:#}");
+    }
+    let (status, health) = host.get("/health");
+    assert_eq!(status, 200, "the host keeps serving: {health:#}");
+}
