@@ -339,10 +339,11 @@ fn print_tasks(page: &Value) {
         let outcome: String = outcome.chars().take(60).collect();
         println!(
             "{:>8}  {:<16} {:<10} {:>8}  {:<24}  {}",
-            task["id"],
+            // A JSON value ignores the width; its text does not.
+            task["id"].to_string(),
             task["task_type"].as_str().unwrap_or(""),
             task["status"].as_str().unwrap_or(""),
-            task["attempts"],
+            task["attempts"].to_string(),
             task["updated_at"].as_str().unwrap_or(""),
             outcome
         );
@@ -360,8 +361,8 @@ fn print_plugins(view: &Value) {
             "{:<16} {:<12} {:>8} {:>9} {:<25}  {}",
             plugin["task_type"].as_str().unwrap_or(""),
             plugin["version"].as_str().unwrap_or("").chars().take(12).collect::<String>(),
-            plugin["pending"],
-            plugin["policy"]["max_retry"],
+            plugin["pending"].to_string(),
+            plugin["policy"]["max_retry"].to_string(),
             plugin["loaded_at"].as_str().unwrap_or(""),
             plugin["last_error"].as_str().unwrap_or("")
         );
@@ -372,6 +373,6 @@ fn print_plugins(view: &Value) {
             (None, Some(at)) => format!("removed at {at}; pending tasks wait for it to return"),
             _ => "not loaded".to_string(),
         };
-        println!("{:<16} {:<12} {:>8} {:>9} {:<25}  {}", unloaded["task_type"].as_str().unwrap_or(""), "-", unloaded["pending"], "-", "-", why);
+        println!("{:<16} {:<12} {:>8} {:>9} {:<25}  {}", unloaded["task_type"].as_str().unwrap_or(""), "-", unloaded["pending"].to_string(), "-", "-", why);
     }
 }

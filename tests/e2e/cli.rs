@@ -42,6 +42,9 @@ fn enqueue_wait_status_tasks_cancel_retry() {
     assert!(ok && out.contains(&format!("\"id\": {id}")), "{out}");
     let (ok, out, _) = spool(&host.url, &["tasks", "--type", "notify"]);
     assert!(ok && out.contains("notify") && out.contains("done"), "{out}");
+    let row = out.lines().find(|line| line.contains("notify")).unwrap();
+    let notify_id = task["id"].to_string();
+    assert!(row.starts_with(&format!("{notify_id:>8}  notify")), "the id column is right-aligned under ID: {out}");
 
     let (ok, _, err) = spool(&host.url, &["enqueue", "invoice", "{}"]);
     assert!(!ok);
@@ -54,8 +57,10 @@ fn enqueue_wait_status_tasks_cancel_retry() {
 
 #[test]
 fn every_command_has_help() {
-    for command in ["serve", "enqueue", "status", "tasks", "retry", "cancel", "health"] {
-        let (ok, out, _) = spool("http://127.0.0.1:9", &[command, "--help"]);
+    for command in ["serve", "enqueue", "status", "tasks", "retry", "cancel", "health", "plugins", "plugin new", "plugin build"] {
+        let mut args: Vec<&str> = command.split(' ').collect();
+        args.push("--help");
+        let (ok, out, _) = spool("http://127.0.0.1:9", &args);
         assert!(ok && out.contains("Usage"), "{command}: {out}");
     }
 }
