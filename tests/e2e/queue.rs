@@ -167,10 +167,21 @@ fn enqueue_answers_carry_an_estimated_completion_time() {
     assert!(spread >= 300, "two more rounds of about 0.3 s each separate the first and the last: {estimates:?}");
     assert!(estimates[5] < created + chrono::Duration::seconds(30), "{estimates:?}");
 
+    // The status API estimates a waiting task too, and stops once it is done.
+    let last_id = batch["tasks"][5]["id"].as_i64().unwrap();
+    let waiting = host.task(last_id);
+    if waiting["status"] == "pending" || waiting["status"] == "running" {
+        assert!(!waiting["estimated_done_at"].is_null(), "{waiting:#}");
+    }
+    let done = host.wait_for_status(last_id, "done", WAIT);
+    assert!(done["estimated_done_at"].is_null(), "{done:#}");
+
     // A delayed task is estimated after its start time.
     let delayed = host.enqueue_with(json!({"task_type": "sleepy", "payload": {"ms": 300}, "delay": "60s"}));
     assert!(parse(&delayed["estimated_done_at"]) >= parse(&delayed["next_run_at"]), "{delayed:#}");
     assert!(parse(&delayed["estimated_done_at"]) > created + chrono::Duration::seconds(59), "{delayed:#}");
+    let polled = host.task(delayed["id"].as_i64().unwrap());
+    assert!(parse(&polled["estimated_done_at"]) >= parse(&polled["next_run_at"]), "{polled:#}");
 
     // A duplicate of a finished task has nothing left to estimate.
     let (status, again) = host.post("/tasks", &json!({"task_type": "sleepy", "payload": {"ms": 300}, "idempotency_key": "first"}));

@@ -116,6 +116,11 @@ pub struct TaskView {
     pub finished_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// When the task should be done, estimated by this host from the type's recent attempt
+    /// times, the due tasks of its type ahead of it and how many of its tasks may run at once.
+    /// Given in enqueue answers and by `GET /tasks/{id}` for a pending or running task; `null`
+    /// otherwise, and while no attempt of the type has finished on this host.
+    pub estimated_done_at: Option<DateTime<Utc>>,
 }
 
 impl From<Task> for TaskView {
@@ -146,6 +151,7 @@ impl From<Task> for TaskView {
             finished_at: task.finished_at,
             created_at: task.created_at,
             updated_at: task.updated_at,
+            estimated_done_at: None,
         }
     }
 }
@@ -157,15 +163,13 @@ pub struct EnqueueResponse {
     pub task: TaskView,
     /// True when the idempotency key matched an existing task: nothing new was inserted.
     pub duplicate: bool,
-    /// When the task should be done, estimated by this host from the type's recent attempt
-    /// times, its due backlog and how many of its tasks may run at once; `null` for a task
-    /// that is not pending, or a type with no finished attempt on this host yet.
-    pub estimated_done_at: Option<DateTime<Utc>>,
 }
 
 impl EnqueueResponse {
     fn new(enqueued: Enqueued, estimated_done_at: Option<DateTime<Utc>>) -> Self {
-        EnqueueResponse { task: enqueued.task.into(), duplicate: enqueued.duplicate, estimated_done_at }
+        let mut task = TaskView::from(enqueued.task);
+        task.estimated_done_at = estimated_done_at;
+        EnqueueResponse { task, duplicate: enqueued.duplicate }
     }
 }
 
@@ -197,15 +201,37 @@ async fn estimate(state: &AppState, enqueued: &[Enqueued]) -> Vec<Option<DateTim
             if task.status != Status::Pending {
                 return None;
             }
-            let mean = state.estimates.mean_attempt(&task.task_type)?;
-            let plugin = state.registry.get(&task.task_type)?;
-            let capacity = Capacity {
-                slots: plugin.policy.concurrency.unwrap_or(state.config.concurrency).min(state.config.concurrency),
-                rate: plugin.policy.rate,
-            };
-            Some(estimate_done(task.next_run_at.max(now), ahead, capacity, mean))
+            estimate_pending(state, task, ahead, now)
         })
         .collect()
+}
+
+/// The estimate for a pending task with `ahead` due tasks of its type before it.
+fn estimate_pending(state: &AppState, task: &Task, ahead: u64, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let mean = state.estimates.mean_attempt(&task.task_type)?;
+    let plugin = state.registry.get(&task.task_type)?;
+    let capacity = Capacity {
+        slots: plugin.policy.concurrency.unwrap_or(state.config.concurrency).min(state.config.concurrency),
+        rate: plugin.policy.rate,
+    };
+    Some(estimate_done(task.next_run_at.max(now), ahead, capacity, mean))
+}
+
+/// The estimate for one task being looked at: behind exactly the due tasks of its type that
+/// will be claimed before it, or, while it runs, one mean attempt after it started.
+async fn estimate_one(state: &AppState, task: &Task) -> Result<Option<DateTime<Utc>>, ApiError> {
+    let now = Utc::now();
+    Ok(match task.status {
+        Status::Pending => {
+            let ahead = state.store.count_ahead(task, now).await?;
+            estimate_pending(state, task, ahead, now)
+        }
+        Status::Running => match (state.estimates.mean_attempt(&task.task_type), task.attempted_at) {
+            (Some(mean), Some(started)) => Some((started + chrono_duration(mean)).max(now)),
+            _ => None,
+        },
+        _ => None,
+    })
 }
 
 /// The answer to a batch enqueue, in request order.
@@ -334,10 +360,13 @@ pub async fn get_task(
     State(state): State<Arc<AppState>>,
     Path(id): Path<TaskId>,
 ) -> Result<Json<TaskView>, ApiError> {
-    match state.store.get(id).await? {
-        Some(task) => Ok(Json(task.into())),
-        None => Err(crate::store::StoreError::NotFound(id).into()),
-    }
+    let Some(task) = state.store.get(id).await? else {
+        return Err(crate::store::StoreError::NotFound(id).into());
+    };
+    let estimated_done_at = estimate_one(&state, &task).await?;
+    let mut view = TaskView::from(task);
+    view.estimated_done_at = estimated_done_at;
+    Ok(Json(view))
 }
 
 /// List tasks, newest first, optionally by status and type.

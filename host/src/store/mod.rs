@@ -164,6 +164,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Pending tasks per task type.
     async fn pending_by_type(&self) -> Result<std::collections::BTreeMap<String, u64>, StoreError>;
+    /// Due pending tasks of `task`'s type that a claim at `now` takes before it (higher
+    /// priority, or the same priority and earlier in the queue).
+    async fn count_ahead(&self, task: &Task, now: DateTime<Utc>) -> Result<u64, StoreError>;
     /// Pending tasks per type that are due at `now` (scheduled ones not counted).
     async fn due_by_type(&self, now: DateTime<Utc>) -> Result<std::collections::BTreeMap<String, u64>, StoreError>;
 

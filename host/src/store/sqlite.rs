@@ -494,6 +494,24 @@ impl Store for SqliteStore {
         Ok(rows.into_iter().map(|(t, n)| (t, n as u64)).collect())
     }
 
+    async fn count_ahead(&self, task: &Task, now: DateTime<Utc>) -> Result<u64, StoreError> {
+        // The claim's order: priority DESC, next_run_at, id.
+        let (count,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM async_task \
+             WHERE status = ?1 AND task_type = ?2 AND next_run_at <= ?3 \
+               AND (priority > ?4 OR (priority = ?4 AND (next_run_at < ?5 OR (next_run_at = ?5 AND id < ?6))))",
+        )
+        .bind(status_code(Status::Pending))
+        .bind(&task.task_type)
+        .bind(millis(now))
+        .bind(task.priority)
+        .bind(millis(task.next_run_at))
+        .bind(task.id)
+        .fetch_one(&self.reader)
+        .await?;
+        Ok(count as u64)
+    }
+
     async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {
         // Read through the writer: a record committed a moment ago must be seen.
         let row: Option<(i64,)> = sqlx::query_as(

@@ -1,5 +1,5 @@
-//! Estimated completion times for the enqueue answer (the status API's "when will it be
-//! done?" without polling).
+//! Estimated completion times for the enqueue answer and the status API ("when will it be
+//! done?").
 //!
 //! The dispatcher records how long each attempt took; the estimate for a new task is
 //!
@@ -9,7 +9,9 @@
 //! done   = start + wait + mean attempt time
 //! ```
 //!
-//! where `ahead` is the type's pending tasks that are already due, `slots` what the type may
+//! where `ahead` is the type's due pending tasks before it (for an enqueue answer, all of them,
+//! from a snapshot at most a second old; for `GET /tasks/{id}`, those a claim takes first),
+//! `slots` what the type may
 //! run at once on this host (its manifest's concurrency, capped by the host's), and the mean is
 //! an exponentially weighted moving average, so a handler that got slower shows up within a
 //! few attempts. It is this host's view: other hosts working the same table make it late-leaning
