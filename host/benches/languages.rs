@@ -14,13 +14,15 @@
 //!
 //! Options (after `--`): `--tasks N` attempts per language (default 200), `--only NAME[,NAME]`.
 
-use async_trait::async_trait;
 use hdrhistogram::Histogram;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use spool::sandbox::{FollowUp, RunLimits, Sandbox, SandboxOptions, ServiceError, TaskInfo, TaskServices};
+mod common;
+
+use common::EmptyServices;
+use spool::sandbox::{RunLimits, Sandbox, SandboxOptions, TaskInfo, TaskServices};
 use spool::task::AttemptOutcome;
 use spool::toolchain::{self, BuildRequest};
 
@@ -94,33 +96,6 @@ fn wasm_of(subject: &Subject, out: &Path) -> (PathBuf, Option<Duration>) {
             let built = toolchain::build(&request).unwrap_or_else(|e| panic!("building {project} failed: {e:#}"));
             (built.wasm, Some(built.elapsed))
         }
-    }
-}
-
-/// Host services that answer like an empty database: the examples' ledger and key-value calls
-/// cost what the interface crossing costs, not what SQLite does.
-struct EmptyServices;
-
-#[async_trait]
-impl TaskServices for EmptyServices {
-    fn progress(&self, _: u64, _: u8, _: String) {}
-    async fn effect_done(&self, _: &str, _: &str) -> Result<bool, ServiceError> {
-        Ok(false)
-    }
-    async fn record_effect(&self, _: &str, _: &str, _: u64) -> Result<(), ServiceError> {
-        Ok(())
-    }
-    async fn kv_get(&self, _: &str, _: &str) -> Result<Option<String>, ServiceError> {
-        Ok(None)
-    }
-    async fn kv_set(&self, _: &str, _: &str, _: &str) -> Result<(), ServiceError> {
-        Ok(())
-    }
-    async fn kv_delete(&self, _: &str, _: &str) -> Result<bool, ServiceError> {
-        Ok(false)
-    }
-    async fn enqueue(&self, _: FollowUp) -> Result<Result<u64, String>, ServiceError> {
-        Ok(Err("not in the benchmark".into()))
     }
 }
 

@@ -25,7 +25,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use spool::config::{Config, Settings};
-use spool::sandbox::{FollowUp, RunLimits, Sandbox, SandboxOptions, ServiceError, TaskInfo, TaskServices};
+mod common;
+
+use common::EmptyServices;
+use spool::sandbox::{RunLimits, Sandbox, SandboxOptions, TaskInfo, TaskServices};
 use spool::store::{self, ClaimRequest, Completion, SharedStore};
 use spool::task::{NewTask, Status, Transition};
 
@@ -252,32 +255,6 @@ async fn idle_pickup(n: usize) -> (Histogram<u64>, Histogram<u64>) {
     (pickup, round_trip)
 }
 
-/// Host services for the bare sandbox measurement (the no-op handler calls none).
-struct NoServices;
-
-#[async_trait::async_trait]
-impl TaskServices for NoServices {
-    fn progress(&self, _: u64, _: u8, _: String) {}
-    async fn effect_done(&self, _: &str, _: &str) -> Result<bool, ServiceError> {
-        Ok(false)
-    }
-    async fn record_effect(&self, _: &str, _: &str, _: u64) -> Result<(), ServiceError> {
-        Ok(())
-    }
-    async fn kv_get(&self, _: &str, _: &str) -> Result<Option<String>, ServiceError> {
-        Ok(None)
-    }
-    async fn kv_set(&self, _: &str, _: &str, _: &str) -> Result<(), ServiceError> {
-        Ok(())
-    }
-    async fn kv_delete(&self, _: &str, _: &str) -> Result<bool, ServiceError> {
-        Ok(false)
-    }
-    async fn enqueue(&self, _: FollowUp) -> Result<Result<u64, String>, ServiceError> {
-        Ok(Err("not in the benchmark".into()))
-    }
-}
-
 /// Measurement 7: Swap latency: alternately rename two builds over `swap.wasm`; time from the rename until
 /// `GET /plugins` reports the new version. The first swap to each build compiles it; later
 /// ones load it from the compiled-code cache.
@@ -366,7 +343,7 @@ fn rss_kib() -> u64 {
 async fn sandbox_overhead(n: usize, options: SandboxOptions) -> Histogram<u64> {
     let sandbox = Sandbox::with_options(options).unwrap();
     let (handler, _) = sandbox.compile(&std::fs::read(noop_wasm()).unwrap(), "bench", None).unwrap();
-    let events: Arc<dyn TaskServices> = Arc::new(NoServices);
+    let events: Arc<dyn TaskServices> = Arc::new(EmptyServices);
     let limits = RunLimits {
         fuel: 1_000_000_000,
         timeout: Duration::from_secs(10),

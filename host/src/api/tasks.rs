@@ -176,6 +176,10 @@ impl EnqueueResponse {
 /// Estimated completion times for tasks just enqueued, in order. A task is estimated behind
 /// the due backlog of its type and behind the tasks of its type earlier in the same request.
 async fn estimate(state: &AppState, enqueued: &[Enqueued]) -> Vec<Option<DateTime<Utc>>> {
+    // No attempt of these types has finished here yet: nothing to estimate, no backlog to read.
+    if enqueued.iter().all(|e| state.estimates.mean_attempt(&e.task.task_type).is_none()) {
+        return vec![None; enqueued.len()];
+    }
     let now = Utc::now();
     let backlog = match state.estimates.fresh_backlog() {
         Some(backlog) => Some(backlog),
