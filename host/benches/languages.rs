@@ -42,15 +42,30 @@ enum Source {
 }
 
 const SUBJECTS: &[Subject] = &[
-    Subject { name: "noop", language: "Rust (no-op baseline)", source: Source::Crate, payload: r#"{"n":1}"# },
+    Subject {
+        name: "noop",
+        language: "Rust (no-op baseline)",
+        source: Source::Crate,
+        payload: r#"{"n":1}"#,
+    },
     Subject {
         name: "report",
         language: "Rust",
         source: Source::Crate,
         payload: r#"{"group_by":"k","sum":"v","rows":[{"k":"a","v":1},{"k":"b","v":2},{"k":"a","v":3}]}"#,
     },
-    Subject { name: "tally", language: "C", source: Source::Project("c/tally"), payload: r#"{"account":"ops","amounts":[12.5,3,4.25]}"# },
-    Subject { name: "rot13", language: "Zig (WASI program)", source: Source::Project("zig/rot13"), payload: r#"{"text":"Hello, Spool!"}"# },
+    Subject {
+        name: "tally",
+        language: "C",
+        source: Source::Project("c/tally"),
+        payload: r#"{"account":"ops","amounts":[12.5,3,4.25]}"#,
+    },
+    Subject {
+        name: "rot13",
+        language: "Zig (WASI program)",
+        source: Source::Project("zig/rot13"),
+        payload: r#"{"text":"Hello, Spool!"}"#,
+    },
     Subject {
         name: "wordcount",
         language: "Go (WASI program)",
@@ -72,28 +87,46 @@ const SUBJECTS: &[Subject] = &[
 ];
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn wasm_of(subject: &Subject, out: &Path) -> (PathBuf, Option<Duration>) {
     match subject.source {
         Source::Crate => {
-            let path = repo().join(format!("plugins/target/wasm32-wasip2/release/{}.wasm", subject.name));
-            assert!(path.exists(), "{} is missing: run `cargo xtask build-plugins` first", path.display());
+            let path = repo().join(format!(
+                "plugins/target/wasm32-wasip2/release/{}.wasm",
+                subject.name
+            ));
+            assert!(
+                path.exists(),
+                "{} is missing: run `cargo xtask build-plugins` first",
+                path.display()
+            );
             (path, None)
         }
         Source::Project(project) => {
             // Remove the previous build so the figure is a real build (with the toolchain
             // and its caches already installed), not an up-to-date check.
-            let _ = std::fs::remove_file(repo().join("plugins").join(project).join(format!("target/spool/{}.wasm", subject.name)));
+            let _ = std::fs::remove_file(
+                repo()
+                    .join("plugins")
+                    .join(project)
+                    .join(format!("target/spool/{}.wasm", subject.name)),
+            );
             let request = BuildRequest {
                 project: repo().join("plugins").join(project),
                 language: None,
                 name: None,
                 plugins: out.to_path_buf(),
-                tools: std::env::var_os("SPOOL_TOOLS_DIR").map(PathBuf::from).unwrap_or_else(|| repo().join("target/tools")),
+                tools: std::env::var_os("SPOOL_TOOLS_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| repo().join("target/tools")),
             };
-            let built = toolchain::build(&request).unwrap_or_else(|e| panic!("building {project} failed: {e:#}"));
+            let built = toolchain::build(&request)
+                .unwrap_or_else(|e| panic!("building {project} failed: {e:#}"));
             (built.wasm, Some(built.elapsed))
         }
     }
@@ -107,7 +140,13 @@ struct Figures {
     per_task: Histogram<u64>,
 }
 
-async fn measure(sandbox: &Sandbox, subject: &Subject, wasm: &Path, tasks: usize, cache_root: &Path) -> Figures {
+async fn measure(
+    sandbox: &Sandbox,
+    subject: &Subject,
+    wasm: &Path,
+    tasks: usize,
+    cache_root: &Path,
+) -> Figures {
     let bytes = std::fs::read(wasm).unwrap();
     let version = format!("{}-{}", subject.name, bytes.len());
     let compile_started = Instant::now();
@@ -115,7 +154,7 @@ async fn measure(sandbox: &Sandbox, subject: &Subject, wasm: &Path, tasks: usize
     let compile = compile_started.elapsed();
     let (handler, _) = compiled.unwrap_or_else(|e| panic!("{} does not load: {e}", subject.name));
     // Fill the cache once, then time the loads that find it there.
-    let cache = sandbox.artifact_cache(cache_root);
+    let cache = sandbox.artifact_cache(cache_root, spool::sandbox::CacheKey::ephemeral());
     sandbox.compile(&bytes, &version, Some(&cache)).unwrap();
     let mut cached = Duration::MAX;
     for _ in 0..5 {
@@ -136,41 +175,86 @@ async fn measure(sandbox: &Sandbox, subject: &Subject, wasm: &Path, tasks: usize
     let mut per_task = Histogram::<u64>::new(3).unwrap();
     let warm_up = 10;
     for i in 0..tasks + warm_up {
-        let info = TaskInfo { id: i as u64 + 1, task_type: subject.name.into(), attempt: 1, max_attempts: 1, idempotency_key: None };
+        let info = TaskInfo {
+            id: i as u64 + 1,
+            task_type: subject.name.into(),
+            attempt: 1,
+            max_attempts: 1,
+            idempotency_key: None,
+        };
         let started = Instant::now();
-        let attempt = sandbox.run(&handler, info, subject.payload, &limits, services.clone()).await;
+        let attempt = sandbox
+            .run(&handler, info, subject.payload, &limits, services.clone())
+            .await;
         let elapsed = started.elapsed().as_nanos() as u64;
-        assert!(matches!(attempt.outcome, AttemptOutcome::Succeeded(_)), "{}: {attempt:?}", subject.name);
+        assert!(
+            matches!(attempt.outcome, AttemptOutcome::Succeeded(_)),
+            "{}: {attempt:?}",
+            subject.name
+        );
         if i >= warm_up {
             per_task.record(elapsed).unwrap();
         }
     }
-    Figures { size: bytes.len() as u64, build: None, compile, cached, per_task }
+    Figures {
+        size: bytes.len() as u64,
+        build: None,
+        compile,
+        cached,
+        per_task,
+    }
 }
 
 fn main() {
-    tracing_subscriber::fmt().with_env_filter("warn").with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter("warn")
+        .with_writer(std::io::stderr)
+        .init();
     let args: Vec<String> = std::env::args().collect();
-    let value = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let value = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
     let tasks: usize = value("--tasks").and_then(|v| v.parse().ok()).unwrap_or(200);
-    let only: Option<Vec<String>> = value("--only").map(|v| v.split(',').map(str::to_string).collect());
+    let only: Option<Vec<String>> =
+        value("--only").map(|v| v.split(',').map(str::to_string).collect());
     let scratch = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     // The host's default sandbox: pooling allocator on.
-    let sandbox = Sandbox::with_options(SandboxOptions { pool_slots: Some(64), pool_max_memory: 256 << 20 }).unwrap();
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let sandbox = Sandbox::with_options(SandboxOptions {
+        pool_slots: Some(64),
+        pool_max_memory: 256 << 20,
+    })
+    .unwrap();
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
     println!("# Spool handler cost per language");
-    println!("machine: {cores} cores; release build; pooling allocator; {tasks} attempts per handler after 10 warm-up attempts\n");
-    println!("| handler | language | build | size | cold load (compile) | cached load | per task p50 | per task p99 | p50 vs no-op |");
+    println!(
+        "machine: {cores} cores; release build; pooling allocator; {tasks} attempts per handler after 10 warm-up attempts\n"
+    );
+    println!(
+        "| handler | language | build | size | cold load (compile) | cached load | per task p50 | per task p99 | p50 vs no-op |"
+    );
     println!("|---|---|---|---|---|---|---|---|---|");
     let mut baseline: Option<f64> = None;
     for subject in SUBJECTS {
         if let Some(only) = &only
-            && subject.name != "noop" && !only.iter().any(|o| o == subject.name) {
-                continue;
-            }
+            && subject.name != "noop"
+            && !only.iter().any(|o| o == subject.name)
+        {
+            continue;
+        }
         let (wasm, build) = wasm_of(subject, &scratch.path().join("plugins"));
-        let mut figures = runtime.block_on(measure(&sandbox, subject, &wasm, tasks, &scratch.path().join("cache")));
+        let mut figures = runtime.block_on(measure(
+            &sandbox,
+            subject,
+            &wasm,
+            tasks,
+            &scratch.path().join("cache"),
+        ));
         figures.build = build;
         let p50 = figures.per_task.value_at_quantile(0.5) as f64 / 1000.0;
         let baseline_p50 = *baseline.get_or_insert(p50);
@@ -178,7 +262,10 @@ fn main() {
             "| {} | {} | {} | {:.2} MB | {:.0} ms | {:.1} ms | {:.0} µs | {:.0} µs | {:.1}× |",
             subject.name,
             subject.language,
-            figures.build.map(|b| format!("{:.1} s", b.as_secs_f64())).unwrap_or_else(|| "(cargo)".into()),
+            figures
+                .build
+                .map(|b| format!("{:.1} s", b.as_secs_f64()))
+                .unwrap_or_else(|| "(cargo)".into()),
             figures.size as f64 / 1e6,
             figures.compile.as_secs_f64() * 1000.0,
             figures.cached.as_secs_f64() * 1000.0,

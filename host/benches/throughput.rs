@@ -19,7 +19,7 @@
 
 use chrono::Utc;
 use hdrhistogram::Histogram;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -59,8 +59,14 @@ fn options() -> Options {
 }
 
 fn artifact(name: &str) -> PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../plugins/target/wasm32-wasip2/release/{name}.wasm"));
-    assert!(path.exists(), "{} is missing: run `cargo xtask build-plugins` first", path.display());
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "../plugins/target/wasm32-wasip2/release/{name}.wasm"
+    ));
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo xtask build-plugins` first",
+        path.display()
+    );
     path
 }
 
@@ -92,7 +98,10 @@ async fn raw_baseline(n: usize, batch: usize) -> f64 {
     let dir = fresh_dir();
     let store = store::open(&db_url(dir.path())).await.unwrap();
     for chunk in (0..n).collect::<Vec<_>>().chunks(5000) {
-        store.enqueue(chunk.iter().map(|i| new_task("noop", *i)).collect()).await.unwrap();
+        store
+            .enqueue(chunk.iter().map(|i| new_task("noop", *i)).collect())
+            .await
+            .unwrap();
     }
     let started = Instant::now();
     let mut done = 0;
@@ -110,8 +119,14 @@ async fn raw_baseline(n: usize, batch: usize) -> f64 {
             .map(|task| Completion {
                 id: task.id,
                 owner: "bench".into(),
-                claimed_retry_count: task.retry_count,
-                transition: Transition { status: Status::Done, retry_count: 0, next_run_at: None, result: Some(task.payload.to_string()), error: None },
+                attempt: task.attempts,
+                transition: Transition {
+                    status: Status::Done,
+                    retry_count: 0,
+                    next_run_at: None,
+                    result: Some(task.payload.to_string()),
+                    error: None,
+                },
                 plugin_version: None,
                 log: None,
                 finished_at: Utc::now(),
@@ -137,12 +152,16 @@ async fn start_host(dir: &Path, concurrency: Option<usize>) -> spool::RunningHos
         concurrency,
         ..Settings::default()
     };
-    spool::start(Config::from_settings(settings).unwrap()).await.unwrap()
+    spool::start(Config::from_settings(settings).unwrap())
+        .await
+        .unwrap()
 }
 
 async fn stop(host: spool::RunningHost) {
     host.shutdown().escalate();
-    host.stopped().await;
+    host.stopped()
+        .await
+        .expect("the benchmark host stops cleanly");
 }
 
 /// Measurement 2: `POST /tasks/batch` with 1,000 tasks per request, tasks scheduled far ahead so the
@@ -156,8 +175,15 @@ async fn batch_enqueue(n: usize) -> f64 {
     let mut sent = 0;
     while sent < n {
         let size = 1000.min(n - sent);
-        let tasks: Vec<Value> = (0..size).map(|i| json!({"task_type": "noop", "payload": {"n": sent + i}, "delay": "1h"})).collect();
-        let response = client.post(&url).json(&json!({"tasks": tasks})).send().await.unwrap();
+        let tasks: Vec<Value> = (0..size)
+            .map(|i| json!({"task_type": "noop", "payload": {"n": sent + i}, "delay": "1h"}))
+            .collect();
+        let response = client
+            .post(&url)
+            .json(&json!({"tasks": tasks}))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status().as_u16(), 201);
         sent += size;
     }
@@ -204,17 +230,29 @@ async fn drain(n: usize) -> (f64, usize) {
     {
         let store: SharedStore = store::open(&db_url(dir.path())).await.unwrap();
         for chunk in (0..n).collect::<Vec<_>>().chunks(5000) {
-            store.enqueue(chunk.iter().map(|i| new_task("noop", *i)).collect()).await.unwrap();
+            store
+                .enqueue(chunk.iter().map(|i| new_task("noop", *i)).collect())
+                .await
+                .unwrap();
         }
         store.close().await;
     }
     let host = start_host(dir.path(), None).await;
-    let concurrency = Config::from_settings(Settings::default()).unwrap().concurrency;
+    let concurrency = Config::from_settings(Settings::default())
+        .unwrap()
+        .concurrency;
     let client = reqwest::Client::new();
     let health = format!("http://{}/health", host.addr);
     let started = Instant::now();
     loop {
-        let body: Value = client.get(&health).send().await.unwrap().json().await.unwrap();
+        let body: Value = client
+            .get(&health)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         if body["counts"]["done"].as_u64() == Some(n as u64) {
             break;
         }
@@ -238,17 +276,39 @@ async fn idle_pickup(n: usize) -> (Histogram<u64>, Histogram<u64>) {
     for i in 0..n {
         tokio::time::sleep(Duration::from_millis(20)).await; // idle between tasks
         let sent = Instant::now();
-        let task: Value = client.post(format!("{base}/tasks")).json(&json!({"task_type": "noop", "payload": {"i": i}})).send().await.unwrap().json().await.unwrap();
+        let task: Value = client
+            .post(format!("{base}/tasks"))
+            .json(&json!({"task_type": "noop", "payload": {"i": i}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         let id = task["id"].as_i64().unwrap();
         let done = loop {
-            let t: Value = client.get(format!("{base}/tasks/{id}")).send().await.unwrap().json().await.unwrap();
+            let t: Value = client
+                .get(format!("{base}/tasks/{id}"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
             if t["status"] == "done" {
                 break t;
             }
         };
-        round_trip.record(sent.elapsed().as_micros() as u64).unwrap();
-        let at = |field: &str| chrono::DateTime::parse_from_rfc3339(done[field].as_str().unwrap()).unwrap();
-        let waited = (at("attempted_at") - at("created_at")).num_microseconds().unwrap().max(0) as u64;
+        round_trip
+            .record(sent.elapsed().as_micros() as u64)
+            .unwrap();
+        let at = |field: &str| {
+            chrono::DateTime::parse_from_rfc3339(done[field].as_str().unwrap()).unwrap()
+        };
+        let waited = (at("attempted_at") - at("created_at"))
+            .num_microseconds()
+            .unwrap()
+            .max(0) as u64;
         pickup.record(waited).unwrap();
     }
     stop(host).await;
@@ -277,7 +337,11 @@ async fn swap_latency(swaps: usize) -> (Histogram<u64>, u64) {
         std::fs::rename(&staging, &target).unwrap();
         loop {
             let view: Value = client.get(&url).send().await.unwrap().json().await.unwrap();
-            let serving = view["plugins"].as_array().unwrap().iter().any(|p| p["task_type"] == "swap" && p["version"] == version.as_str());
+            let serving = view["plugins"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["task_type"] == "swap" && p["version"] == version.as_str());
             if serving {
                 break;
             }
@@ -310,16 +374,32 @@ async fn memory_in_flight(n: usize) -> (u64, u64) {
         concurrency: Some(n),
         ..Settings::default()
     };
-    let host = spool::start(Config::from_settings(settings).unwrap()).await.unwrap();
+    let host = spool::start(Config::from_settings(settings).unwrap())
+        .await
+        .unwrap();
     let client = reqwest::Client::new();
     let before = rss_kib();
-    let tasks: Vec<Value> = (0..n).map(|_| json!({"task_type": "sleepy", "payload": {"ms": 4000}})).collect();
-    let response = client.post(format!("http://{}/tasks/batch", host.addr)).json(&json!({"tasks": tasks})).send().await.unwrap();
+    let tasks: Vec<Value> = (0..n)
+        .map(|_| json!({"task_type": "sleepy", "payload": {"ms": 4000}}))
+        .collect();
+    let response = client
+        .post(format!("http://{}/tasks/batch", host.addr))
+        .json(&json!({"tasks": tasks}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status().as_u16(), 201);
     let health = format!("http://{}/health", host.addr);
     let mut peak = before;
     loop {
-        let body: Value = client.get(&health).send().await.unwrap().json().await.unwrap();
+        let body: Value = client
+            .get(&health)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         peak = peak.max(rss_kib());
         if body["counts"]["running"].as_u64() == Some(n as u64) {
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -335,14 +415,20 @@ async fn memory_in_flight(n: usize) -> (u64, u64) {
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
         .unwrap_or(0)
 }
 
 /// Measurement 6: Instantiate + call of the no-op handler, sequentially.
 async fn sandbox_overhead(n: usize, options: SandboxOptions) -> Histogram<u64> {
     let sandbox = Sandbox::with_options(options).unwrap();
-    let (handler, _) = sandbox.compile(&std::fs::read(noop_wasm()).unwrap(), "bench", None).unwrap();
+    let (handler, _) = sandbox
+        .compile(&std::fs::read(noop_wasm()).unwrap(), "bench", None)
+        .unwrap();
     let events: Arc<dyn TaskServices> = Arc::new(EmptyServices);
     let limits = RunLimits {
         fuel: 1_000_000_000,
@@ -354,11 +440,22 @@ async fn sandbox_overhead(n: usize, options: SandboxOptions) -> Histogram<u64> {
     };
     let mut histogram = Histogram::<u64>::new(3).unwrap();
     for i in 0..n + 100 {
-        let info = TaskInfo { id: i as u64, task_type: "noop".into(), attempt: 1, max_attempts: 1, idempotency_key: None };
+        let info = TaskInfo {
+            id: i as u64,
+            task_type: "noop".into(),
+            attempt: 1,
+            max_attempts: 1,
+            idempotency_key: None,
+        };
         let started = Instant::now();
-        let attempt = sandbox.run(&handler, info, "{\"n\":1}", &limits, events.clone()).await;
+        let attempt = sandbox
+            .run(&handler, info, "{\"n\":1}", &limits, events.clone())
+            .await;
         let elapsed = started.elapsed().as_nanos() as u64;
-        assert!(matches!(attempt.outcome, spool::task::AttemptOutcome::Succeeded(_)), "{attempt:?}");
+        assert!(
+            matches!(attempt.outcome, spool::task::AttemptOutcome::Succeeded(_)),
+            "{attempt:?}"
+        );
         if i >= 100 {
             histogram.record(elapsed).unwrap(); // the first 100 warm up
         }
@@ -372,7 +469,10 @@ fn ms(micros: u64) -> String {
 
 fn main() {
     // Quiet logs: the benchmark prints its own report.
-    tracing_subscriber::fmt().with_env_filter("warn,sqlx=error").with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter("warn,sqlx=error")
+        .with_writer(std::io::stderr)
+        .init();
     let options = options();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {

@@ -34,7 +34,11 @@ impl Default for Backoff {
 impl Backoff {
     /// A policy; `jitter` is clamped into `[0, 1]`.
     pub fn new(base: Duration, max_delay: Duration, jitter: f64) -> Self {
-        Backoff { base, max_delay, jitter: jitter.clamp(0.0, 1.0) }
+        Backoff {
+            base,
+            max_delay,
+            jitter: jitter.clamp(0.0, 1.0),
+        }
     }
 
     /// The delay before the retry that follows failed attempt number `retry_count + 1`.

@@ -37,6 +37,8 @@ pub const DEFAULT_FUEL: u64 = 10_000_000_000;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Where compiled plugins are cached, relative to the working directory.
 pub const DEFAULT_CACHE_DIR: &str = ".spool/cache";
+/// The name of the default grants root, a folder beside the plugin folder.
+pub const DEFAULT_GRANTS_ROOT_NAME: &str = "plugin-data";
 /// The largest result a handler may return.
 pub const DEFAULT_MAX_RESULT: usize = 1 << 20;
 /// Linear memory per attempt.
@@ -47,6 +49,12 @@ pub const DEFAULT_MAX_PAYLOAD: usize = 1 << 20;
 pub const DEFAULT_MAX_BODY: usize = 16 << 20;
 /// The most tasks one batch request may enqueue.
 pub const DEFAULT_MAX_BATCH: usize = 10_000;
+/// How long a client may take to send a request's head, and how long an idle connection stays.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to send a request body, and may stall taking an answer.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// API connections served at once; further ones wait in the listen queue.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
 /// Settings from one source; every field optional so sources can be layered.
 #[derive(Debug, Clone, Default, Args, Deserialize)]
@@ -67,6 +75,23 @@ pub struct Settings {
     /// Bearer token every mutating API request must carry [default: none]
     #[arg(long, env = "SPOOL_API_TOKEN", hide_env_values = true)]
     pub api_token: Option<String>,
+    /// Bearer token that allows reads only; needs an API token, which allows reads too [default: none]
+    #[arg(long, env = "SPOOL_READ_TOKEN", hide_env_values = true)]
+    pub read_token: Option<String>,
+    /// Host names the API also answers to, comma-separated (NAME or NAME:PORT), e.g. behind a local proxy [default: loopback names and the listen address]
+    #[arg(long, env = "SPOOL_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Longest wait for a request's head, and for the next request on an idle connection [default: 10s]
+    #[arg(long, env = "SPOOL_HEADER_TIMEOUT", value_parser = humantime::parse_duration)]
+    #[serde(default, with = "humantime_serde")]
+    pub header_timeout: Option<Duration>,
+    /// Longest wait for a request body, and for a client to take an answer [default: 30s]
+    #[arg(long, env = "SPOOL_BODY_TIMEOUT", value_parser = humantime::parse_duration)]
+    #[serde(default, with = "humantime_serde")]
+    pub body_timeout: Option<Duration>,
+    /// Most API connections served at once; further ones wait to be accepted [default: 512]
+    #[arg(long, env = "SPOOL_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
     /// How often to look for due tasks when nothing woke the dispatcher [default: 1s]
     #[arg(long, env = "SPOOL_POLL_INTERVAL", value_parser = humantime::parse_duration)]
     #[serde(default, with = "humantime_serde")]
@@ -107,6 +132,9 @@ pub struct Settings {
     /// Folder for compiled plugins, keyed by content hash [default: .spool/cache]
     #[arg(long, env = "SPOOL_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Folder that manifests' [[dirs]] grants are beneath; created if missing [default: plugin-data beside the plugin folder]
+    #[arg(long, env = "SPOOL_GRANTS_ROOT")]
+    pub grants_root: Option<PathBuf>,
     /// Largest result a handler may return, e.g. 1MiB [default: 1MiB]
     #[arg(long, env = "SPOOL_MAX_RESULT")]
     pub max_result: Option<String>,
@@ -136,6 +164,11 @@ impl Settings {
             listen: self.listen.or(lower.listen),
             concurrency: self.concurrency.or(lower.concurrency),
             api_token: self.api_token.or(lower.api_token),
+            read_token: self.read_token.or(lower.read_token),
+            allowed_hosts: self.allowed_hosts.or(lower.allowed_hosts),
+            header_timeout: self.header_timeout.or(lower.header_timeout),
+            body_timeout: self.body_timeout.or(lower.body_timeout),
+            max_connections: self.max_connections.or(lower.max_connections),
             poll_interval: self.poll_interval.or(lower.poll_interval),
             lease: self.lease.or(lower.lease),
             rescue_interval: self.rescue_interval.or(lower.rescue_interval),
@@ -148,6 +181,7 @@ impl Settings {
             timeout: self.timeout.or(lower.timeout),
             pooling: self.pooling.or(lower.pooling),
             cache_dir: self.cache_dir.or(lower.cache_dir),
+            grants_root: self.grants_root.or(lower.grants_root),
             max_result: self.max_result.or(lower.max_result),
             memory: self.memory.or(lower.memory),
             max_payload: self.max_payload.or(lower.max_payload),
@@ -159,10 +193,16 @@ impl Settings {
     /// Reads a config file. `required` makes a missing file an error (an explicit `--config`).
     pub fn from_file(path: &Path, required: bool) -> Result<Settings, ConfigError> {
         match std::fs::read_to_string(path) {
-            Ok(text) => toml::from_str(&text)
-                .map_err(|e| ConfigError(format!("{}: {e}", path.display()))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => Ok(Settings::default()),
-            Err(e) => Err(ConfigError(format!("cannot read config file {}: {e}", path.display()))),
+            Ok(text) => {
+                toml::from_str(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
+                Ok(Settings::default())
+            }
+            Err(e) => Err(ConfigError(format!(
+                "cannot read config file {}: {e}",
+                path.display()
+            ))),
         }
     }
 }
@@ -200,9 +240,19 @@ pub struct Config {
     pub database_url: String,
     pub plugin_dir: PathBuf,
     pub cache_dir: PathBuf,
+    /// The folder every manifest folder grant lives beneath (see [`crate::sandbox::grants`]).
+    pub grants_root: PathBuf,
     pub listen: SocketAddr,
     pub concurrency: usize,
     pub api_token: Option<String>,
+    /// A token that allows reads only (see [`crate::api::auth`]).
+    pub read_token: Option<String>,
+    /// Host names (lower case, `NAME` or `NAME:PORT`) the API answers to besides loopback
+    /// names and the listen address (see [`crate::api::guard`]).
+    pub allowed_hosts: Vec<String>,
+    pub header_timeout: Duration,
+    pub body_timeout: Duration,
+    pub max_connections: usize,
     pub poll_interval: Duration,
     pub lease: Duration,
     pub rescue_interval: Duration,
@@ -233,17 +283,47 @@ impl Config {
         // Attempts are async and cost ~45 KiB each while waiting, so several per core keep the
         // CPU busy when handlers wait on host calls; CPU-bound ones share the sandbox threads.
         let concurrency = settings.concurrency.unwrap_or_else(|| {
-            8 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+            8 * std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
         });
         if concurrency == 0 {
             return Err(ConfigError("concurrency must be at least 1".into()));
         }
         let jitter = settings.backoff_jitter.unwrap_or(0.0);
         if !(0.0..=1.0).contains(&jitter) {
-            return Err(ConfigError(format!("backoff_jitter = {jitter}: use a fraction between 0 and 1")));
+            return Err(ConfigError(format!(
+                "backoff_jitter = {jitter}: use a fraction between 0 and 1"
+            )));
         }
         let lease = positive(settings.lease, "lease", DEFAULT_LEASE)?;
         let api_token = settings.api_token.filter(|t| !t.is_empty());
+        let read_token = settings.read_token.filter(|t| !t.is_empty());
+        if read_token.is_some() && api_token.is_none() {
+            return Err(ConfigError(
+                "read_token needs api_token: without an API token anyone may change tasks, so set both".into(),
+            ));
+        }
+        let allowed_hosts = settings
+            .allowed_hosts
+            .unwrap_or_default()
+            .iter()
+            .map(|name| name.trim().to_ascii_lowercase())
+            .filter(|name| !name.is_empty())
+            .map(|name| {
+                if name.contains(['/', '@', ' ', '\t']) {
+                    Err(ConfigError(format!(
+                        "allowed_hosts: `{name}` is not a host name; write NAME or NAME:PORT"
+                    )))
+                } else {
+                    Ok(name)
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let max_connections = settings.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS);
+        if max_connections == 0 {
+            return Err(ConfigError("max_connections must be at least 1".into()));
+        }
         let max_batch = settings.max_batch.unwrap_or(DEFAULT_MAX_BATCH);
         if max_batch == 0 {
             return Err(ConfigError("max_batch must be at least 1".into()));
@@ -253,22 +333,59 @@ impl Config {
         if max_body_bytes < max_payload_bytes {
             return Err(ConfigError("max_body must be at least max_payload".into()));
         }
+        let plugin_dir = settings
+            .plugins
+            .unwrap_or_else(|| DEFAULT_PLUGIN_DIR.into());
         Ok(Config {
-            database_url: settings.database_url.unwrap_or_else(|| DEFAULT_DATABASE_URL.into()),
-            plugin_dir: settings.plugins.unwrap_or_else(|| DEFAULT_PLUGIN_DIR.into()),
-            cache_dir: settings.cache_dir.unwrap_or_else(|| DEFAULT_CACHE_DIR.into()),
-            listen: settings.listen.unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default")),
+            database_url: settings
+                .database_url
+                .unwrap_or_else(|| DEFAULT_DATABASE_URL.into()),
+            grants_root: settings
+                .grants_root
+                .unwrap_or_else(|| default_grants_root(&plugin_dir)),
+            plugin_dir,
+            cache_dir: settings
+                .cache_dir
+                .unwrap_or_else(|| DEFAULT_CACHE_DIR.into()),
+            listen: settings
+                .listen
+                .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default")),
             concurrency,
             api_token,
-            poll_interval: positive(settings.poll_interval, "poll_interval", DEFAULT_POLL_INTERVAL)?,
+            read_token,
+            allowed_hosts,
+            header_timeout: positive(
+                settings.header_timeout,
+                "header_timeout",
+                DEFAULT_HEADER_TIMEOUT,
+            )?,
+            body_timeout: positive(settings.body_timeout, "body_timeout", DEFAULT_BODY_TIMEOUT)?,
+            max_connections,
+            poll_interval: positive(
+                settings.poll_interval,
+                "poll_interval",
+                DEFAULT_POLL_INTERVAL,
+            )?,
             lease,
-            rescue_interval: positive(settings.rescue_interval, "rescue_interval", DEFAULT_RESCUE_INTERVAL)?,
+            rescue_interval: positive(
+                settings.rescue_interval,
+                "rescue_interval",
+                DEFAULT_RESCUE_INTERVAL,
+            )?,
             shutdown_grace: settings.shutdown_grace.unwrap_or(DEFAULT_SHUTDOWN_GRACE),
             defaults: Defaults {
                 max_retry: settings.max_retry.unwrap_or(DEFAULT_MAX_RETRY),
                 backoff: Backoff::new(
-                    positive(settings.backoff_base, "backoff_base", crate::backoff::DEFAULT_BASE)?,
-                    positive(settings.backoff_max, "backoff_max", crate::backoff::DEFAULT_MAX_DELAY)?,
+                    positive(
+                        settings.backoff_base,
+                        "backoff_base",
+                        crate::backoff::DEFAULT_BASE,
+                    )?,
+                    positive(
+                        settings.backoff_max,
+                        "backoff_max",
+                        crate::backoff::DEFAULT_MAX_DELAY,
+                    )?,
                     jitter,
                 ),
                 fuel: settings.fuel.filter(|f| *f > 0).unwrap_or(DEFAULT_FUEL),
@@ -283,10 +400,36 @@ impl Config {
         })
     }
 
+    /// The SQLite database file the database URL names, as SQLite will open it; `None` for an
+    /// in-memory database or another database server.
+    pub fn sqlite_file(&self) -> Option<PathBuf> {
+        use std::str::FromStr;
+        let scheme = self.database_url.split_once(':').map(|(scheme, _)| scheme);
+        if !scheme.is_some_and(|s| s.eq_ignore_ascii_case("sqlite")) {
+            return None;
+        }
+        let options = sqlx::sqlite::SqliteConnectOptions::from_str(&self.database_url).ok()?;
+        let file = options.get_filename();
+        let name = file.to_string_lossy();
+        (!name.is_empty() && !name.starts_with(":memory:") && !name.starts_with("file:"))
+            .then(|| file.to_path_buf())
+    }
+
     /// How often running tasks' leases are extended: three times per lease, so one missed
     /// heartbeat never lets a live task expire.
     pub fn heartbeat_interval(&self) -> Duration {
         self.lease / 3
+    }
+}
+
+/// `plugin-data` beside the plugin folder: `plugins` → `plugin-data`, `/srv/spool/plugins` →
+/// `/srv/spool/plugin-data`; for `.` or a path ending in `..`, in the folder above it.
+pub fn default_grants_root(plugin_dir: &Path) -> PathBuf {
+    match (plugin_dir.components().next_back(), plugin_dir.parent()) {
+        (Some(std::path::Component::Normal(_)), Some(parent)) => {
+            parent.join(DEFAULT_GRANTS_ROOT_NAME)
+        }
+        _ => plugin_dir.join("..").join(DEFAULT_GRANTS_ROOT_NAME),
     }
 }
 
@@ -303,12 +446,75 @@ mod tests {
         assert_eq!(config.defaults.backoff.base, Duration::from_secs(30));
         assert!(config.concurrency >= 4);
         assert_eq!(config.api_token, None);
+        assert_eq!(
+            config.grants_root,
+            Path::new("plugin-data"),
+            "beside the plugin folder"
+        );
+    }
+
+    #[test]
+    fn the_sqlite_file_is_found_in_the_url() {
+        let config = |url: &str| {
+            Config::from_settings(Settings {
+                database_url: Some(url.into()),
+                ..Default::default()
+            })
+            .unwrap()
+        };
+        assert_eq!(
+            config("sqlite://spool.db").sqlite_file(),
+            Some(PathBuf::from("spool.db"))
+        );
+        assert_eq!(
+            config("sqlite:///var/lib/spool/q.db?mode=rwc").sqlite_file(),
+            Some(PathBuf::from("/var/lib/spool/q.db"))
+        );
+        assert_eq!(config("sqlite::memory:").sqlite_file(), None);
+        assert_eq!(config("postgres://u@db/spool").sqlite_file(), None);
+    }
+
+    #[test]
+    fn the_grants_root_defaults_beside_the_plugin_folder() {
+        assert_eq!(
+            default_grants_root(Path::new("/srv/spool/plugins")),
+            Path::new("/srv/spool/plugin-data")
+        );
+        assert_eq!(
+            default_grants_root(Path::new("/srv/spool/plugins/")),
+            Path::new("/srv/spool/plugin-data")
+        );
+        assert_eq!(
+            default_grants_root(Path::new("deploy/plugins")),
+            Path::new("deploy/plugin-data")
+        );
+        assert_eq!(
+            default_grants_root(Path::new(".")),
+            Path::new("./../plugin-data")
+        );
+        let flags = Settings {
+            plugins: Some("/p/wasm".into()),
+            ..Settings::default()
+        };
+        assert_eq!(
+            Config::from_settings(flags).unwrap().grants_root,
+            Path::new("/p/plugin-data")
+        );
+        let file: Settings = toml::from_str("grants_root = \"/var/lib/spool/data\"").unwrap();
+        assert_eq!(
+            Config::from_settings(file).unwrap().grants_root,
+            Path::new("/var/lib/spool/data")
+        );
     }
 
     #[test]
     fn higher_sources_win() {
-        let file: Settings = toml::from_str("concurrency = 3\npoll_interval = \"250ms\"\nmax_retry = 7").unwrap();
-        let flags = Settings { concurrency: Some(9), ..Settings::default() };
+        let file: Settings =
+            toml::from_str("concurrency = 3\npoll_interval = \"250ms\"\nmax_retry = 7").unwrap();
+        let flags = Settings {
+            concurrency: Some(9),
+            ..Settings::default()
+        };
         let config = Config::from_settings(flags.or(file)).unwrap();
         assert_eq!(config.concurrency, 9);
         assert_eq!(config.poll_interval, Duration::from_millis(250));
@@ -317,11 +523,43 @@ mod tests {
 
     #[test]
     fn bad_values_are_named() {
-        let err = Config::from_settings(Settings { concurrency: Some(0), ..Default::default() }).unwrap_err();
+        let err = Config::from_settings(Settings {
+            concurrency: Some(0),
+            ..Default::default()
+        })
+        .unwrap_err();
         assert!(err.to_string().contains("concurrency"));
-        let err = Config::from_settings(Settings { max_payload: Some("huge".into()), ..Default::default() }).unwrap_err();
+        let err = Config::from_settings(Settings {
+            max_payload: Some("huge".into()),
+            ..Default::default()
+        })
+        .unwrap_err();
         assert!(err.to_string().contains("max_payload"));
         let err = toml::from_str::<Settings>("concurency = 3").unwrap_err();
         assert!(err.to_string().contains("concurency"));
+        let err = Config::from_settings(Settings {
+            read_token: Some("r".into()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("read_token needs api_token"),
+            "{err}"
+        );
+        let file: Settings = toml::from_str(
+            "api_token = \"w\"\nread_token = \"r\"\nallowed_hosts = [\"Spool.Internal\"]",
+        )
+        .unwrap();
+        let config = Config::from_settings(file).unwrap();
+        assert_eq!(
+            (config.read_token.as_deref(), config.allowed_hosts),
+            (Some("r"), vec!["spool.internal".to_string()])
+        );
+        let err = Config::from_settings(Settings {
+            allowed_hosts: Some(vec!["http://x".into()]),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("allowed_hosts"), "{err}");
     }
 }

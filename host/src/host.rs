@@ -12,17 +12,23 @@ use tokio::task::JoinHandle;
 
 use crate::api::{self, AppState};
 use crate::config::Config;
-use crate::plugins::watcher::{FolderWatch, FolderWatcher, DEFAULT_DEBOUNCE};
+use crate::plugins::watcher::{DEFAULT_DEBOUNCE, FolderWatch, FolderWatcher};
 use crate::plugins::{self, PluginLoader, Registry};
+use crate::sandbox::grants::{GrantsRoot, Trusted};
 use crate::sandbox::{self, Sandbox};
 use crate::shutdown::{Shutdown, Stage};
 use crate::store::{self, StoreError};
 use crate::worker::completer::Completer;
 use crate::worker::dispatcher::Dispatcher;
 use crate::worker::in_flight::InFlight;
+use crate::worker::leader::{Elector, Leadership};
 use crate::worker::lease_keeper::LeaseKeeper;
 use crate::worker::rescuer::Rescuer;
 use crate::worker::services::StoreServices;
+use crate::worker::supervisor::{ServiceFailures, supervise};
+
+/// Where the compiled-code cache key is kept in the store's host-wide values.
+const CACHE_KEY_NAME: &str = "compiled-code-cache-key";
 
 /// Why a host could not start.
 #[derive(Debug, thiserror::Error)]
@@ -34,9 +40,14 @@ pub enum StartError {
     #[error(transparent)]
     Plugins(#[from] plugins::LoadError),
     #[error("cannot listen on {addr}: {source}; choose another address with --listen")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("cannot start the sandbox thread pool: {0}")]
     Runtime(std::io::Error),
+    #[error("{0}")]
+    Grants(String),
 }
 
 /// A host that is serving.
@@ -47,6 +58,7 @@ pub struct RunningHost {
     pub host_id: String,
     shutdown: Shutdown,
     stopped: JoinHandle<()>,
+    failures: Arc<ServiceFailures>,
 }
 
 impl RunningHost {
@@ -55,9 +67,16 @@ impl RunningHost {
         &self.shutdown
     }
 
-    /// Resolves when the host has stopped and everything is written.
-    pub async fn stopped(self) {
+    /// Resolves when the host has stopped and everything is written. An error names the
+    /// services whose failure stopped the host (the process should exit non-zero).
+    pub async fn stopped(self) -> Result<(), String> {
         let _ = self.stopped.await;
+        let failures = self.failures.all();
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.into_values().collect::<Vec<_>>().join("; "))
+        }
     }
 }
 
@@ -69,7 +88,11 @@ fn host_id() -> String {
         .map(|n| n.trim().to_string())
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "host".into());
-    format!("{name}-{}-{:04x}", std::process::id(), rand::random::<u16>())
+    format!(
+        "{name}-{}-{:04x}",
+        std::process::id(),
+        rand::random::<u16>()
+    )
 }
 
 /// Starts a host with `config`.
@@ -78,19 +101,50 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     let host_id = host_id();
     let shutdown = Shutdown::new();
 
+    // Opened once, before anything else: folder grants are opened beneath it on every attempt.
+    let database_file = config.sqlite_file();
+    let mut trusted = vec![
+        Trusted::Folder {
+            setting: "plugins",
+            path: &config.plugin_dir,
+        },
+        Trusted::Folder {
+            setting: "cache_dir",
+            path: &config.cache_dir,
+        },
+    ];
+    trusted.extend(database_file.as_deref().map(|path| Trusted::File {
+        setting: "database_url",
+        path,
+    }));
+    let grants = Arc::new(
+        GrantsRoot::open_apart(&config.grants_root, &trusted).map_err(StartError::Grants)?,
+    );
+
     let store = store::open(&config.database_url).await?;
     // One pool slot per attempt that can run at once; any plugin may grow up to the wasm32
     // maximum within the pool, its manifest's cap being enforced per attempt.
     let sandbox = Sandbox::with_options(sandbox::SandboxOptions {
-        pool_slots: config.pooling.then(|| u32::try_from(config.concurrency).unwrap_or(u32::MAX)),
+        pool_slots: config
+            .pooling
+            .then(|| u32::try_from(config.concurrency).unwrap_or(u32::MAX)),
         pool_max_memory: 4 << 30,
+    })?;
+    // The secret that authenticates compiled code in the cache lives in the database, out of
+    // reach of every guest; the first host to start on a database chooses it.
+    let cache_key = store
+        .meta_get_or_insert(CACHE_KEY_NAME, &sandbox::CacheKey::generate_hex())
+        .await?;
+    let cache_key = sandbox::CacheKey::from_hex(&cache_key).ok_or_else(|| {
+        StoreError::Database(format!("the stored `{CACHE_KEY_NAME}` is not 64 hex digits; delete that row of spool_meta to make a new one"))
     })?;
     let registry = Arc::new(Registry::new());
     let loader = Arc::new(PluginLoader {
-        cache: Some(sandbox.artifact_cache(&config.cache_dir)),
+        cache: Some(sandbox.artifact_cache(&config.cache_dir, cache_key)),
         sandbox: sandbox.clone(),
         defaults: config.defaults.clone(),
         folder: config.plugin_dir.clone(),
+        grants,
     });
     // Watch first, then load: a change made while loading is seen and applied afterwards.
     let watch = match FolderWatch::establish(&config.plugin_dir) {
@@ -111,11 +165,19 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .map_err(|source| StartError::Bind { addr: config.listen, source })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.listen, source })?;
+        .map_err(|source| StartError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: config.listen,
+        source,
+    })?;
 
     // Attempts run on their own threads so CPU-bound handlers cannot starve the API.
-    let sandbox_threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    let sandbox_threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
     let sandbox_runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(sandbox_threads)
         .thread_name("spool-sandbox")
@@ -124,6 +186,11 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         .map_err(StartError::Runtime)?;
 
     let wake = Arc::new(Notify::new());
+    // Enqueues by other hosts and by application SQL wake this host at once where the database
+    // can notify (PostgreSQL); elsewhere the poll interval covers them.
+    if store.watch_enqueues(wake.clone()) {
+        tracing::info!("woken by the database on every enqueue, from any host or application");
+    }
     let in_flight = Arc::new(InFlight::default());
     let estimates = Arc::new(crate::worker::estimates::Estimates::default());
     let (completer, updates) = Completer::new(store.clone(), shutdown.clone());
@@ -169,10 +236,22 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         debounce: DEFAULT_DEBOUNCE,
         shutdown: shutdown.clone(),
     };
+    let leadership = Arc::new(Leadership::default());
+    let failures = Arc::new(ServiceFailures::default());
+    let elector = Elector {
+        store: store.clone(),
+        owner: host_id.clone(),
+        lease: config.lease,
+        leadership: leadership.clone(),
+        shutdown: shutdown.clone(),
+    };
+    // Elected before serving, so a single host leads (and rescues) from its first moment.
+    elector.run_once().await;
     let rescuer = Rescuer {
         store: store.clone(),
         interval: config.rescue_interval,
         wake: wake.clone(),
+        leadership: leadership.clone(),
         shutdown: shutdown.clone(),
     };
     let app = api::router(Arc::new(AppState {
@@ -184,19 +263,31 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         enqueuer: crate::enqueue::Enqueuer::start(store.clone()),
         in_flight,
         estimates,
+        leadership,
+        failures: failures.clone(),
     }));
 
     let api_shutdown = shutdown.clone();
+    let limits = api::server::Limits::new(&config);
     let server = tokio::spawn(async move {
         let stop = async move { api_shutdown.reached(Stage::Graceful).await };
-        if let Err(error) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
-            tracing::error!("the HTTP API stopped: {error}");
-        }
+        api::server::serve(listener, app, limits, stop).await;
     });
-    let completer = tokio::spawn(completer.run());
+    let completer = supervise(
+        "completer",
+        tokio::spawn(completer.run()),
+        failures.clone(),
+        shutdown.clone(),
+    );
     let lease_keeper = tokio::spawn(lease_keeper.run());
     let rescuer = tokio::spawn(rescuer.run());
-    let dispatcher = tokio::spawn(dispatcher.run());
+    let elector = tokio::spawn(elector.run());
+    let dispatcher = supervise(
+        "dispatcher",
+        tokio::spawn(dispatcher.run()),
+        failures.clone(),
+        shutdown.clone(),
+    );
     let watcher = tokio::spawn(async move {
         if let Some(watch) = watch {
             watcher.run(watch).await;
@@ -212,6 +303,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         stopping.request(Stage::Immediate);
         let _ = lease_keeper.await;
         let _ = rescuer.await;
+        let _ = elector.await;
         let _ = watcher.await;
         let _ = server.await;
         store.close().await;
@@ -220,5 +312,11 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     });
 
     tracing::info!(%addr, host_id = %host_id, concurrency = config.concurrency, database = %config.database_url, "serving");
-    Ok(RunningHost { addr, host_id, shutdown, stopped })
+    Ok(RunningHost {
+        addr,
+        host_id,
+        shutdown,
+        stopped,
+        failures,
+    })
 }

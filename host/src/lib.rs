@@ -33,4 +33,4 @@ pub mod toolchain;
 pub mod worker;
 
 pub use config::Config;
-pub use host::{start, RunningHost, StartError};
+pub use host::{RunningHost, StartError, start};

@@ -1,9 +1,9 @@
 //! The `spool` command line: `serve` runs a host; the other commands talk to a running host's
 //! HTTP API. Only argument parsing and printing live here.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,7 +14,11 @@ use spool::shutdown::os_signal;
 use spool::toolchain;
 
 #[derive(Parser)]
-#[command(name = "spool", version, about = "A job runner: a task table in your database, handlers as sandboxed WebAssembly components.")]
+#[command(
+    name = "spool",
+    version,
+    about = "A job runner: a task table in your database, handlers as sandboxed WebAssembly components."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -96,14 +100,17 @@ struct ClientArgs {
     /// The host's API address
     #[arg(long, env = "SPOOL_URL", default_value = "http://127.0.0.1:8787")]
     url: String,
-    /// API token, if the host requires one for changes
+    /// API token, if the host requires one (it allows changes and reads)
     #[arg(long, env = "SPOOL_API_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Read-only token, used for reads instead of the API token
+    #[arg(long, env = "SPOOL_READ_TOKEN", hide_env_values = true)]
+    read_token: Option<String>,
 }
 
 impl ClientArgs {
     fn client(&self) -> Client {
-        Client::new(&self.url, self.token.clone())
+        Client::new(&self.url, self.token.clone(), self.read_token.clone())
     }
 }
 
@@ -200,7 +207,15 @@ fn main() -> Result<()> {
             Command::Enqueue(args) => enqueue(args).await,
             Command::Status(args) => status(args).await,
             Command::Tasks(args) => {
-                let page = args.client.client().list(args.status.as_deref(), args.task_type.as_deref(), args.limit).await?;
+                let page = args
+                    .client
+                    .client()
+                    .list(
+                        args.status.as_deref(),
+                        args.task_type.as_deref(),
+                        args.limit,
+                    )
+                    .await?;
                 print_tasks(&page);
                 Ok(())
             }
@@ -226,13 +241,21 @@ fn plugin(command: PluginCommand) -> Result<()> {
         PluginCommand::New(args) => {
             let language = toolchain::Language::parse(&args.lang)?;
             let dir = toolchain::new_project(language, &args.name, &args.dir)?;
-            println!("created {} ({language}); build it with: spool plugin build {}", dir.display(), dir.display());
+            println!(
+                "created {} ({language}); build it with: spool plugin build {}",
+                dir.display(),
+                dir.display()
+            );
             Ok(())
         }
         PluginCommand::Build(args) => {
             let request = toolchain::BuildRequest {
                 project: args.project,
-                language: args.lang.as_deref().map(toolchain::Language::parse).transpose()?,
+                language: args
+                    .lang
+                    .as_deref()
+                    .map(toolchain::Language::parse)
+                    .transpose()?,
                 name: args.name,
                 plugins: args.plugins,
                 tools: args.tools_dir.unwrap_or_else(toolchain::default_tools_dir),
@@ -244,7 +267,10 @@ fn plugin(command: PluginCommand) -> Result<()> {
                 built.language,
                 built.size as f64 / 1e6,
                 built.elapsed,
-                built.manifest.map(|m| format!(", with {}", m.display())).unwrap_or_default()
+                built
+                    .manifest
+                    .map(|m| format!(", with {}", m.display()))
+                    .unwrap_or_default()
             );
             Ok(())
         }
@@ -263,14 +289,17 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let shutdown = host.shutdown().clone();
     tokio::spawn(async move {
         os_signal().await;
-        eprintln!("stopping: running tasks get the grace period to finish (signal again to stop now)");
+        eprintln!(
+            "stopping: running tasks get the grace period to finish (signal again to stop now)"
+        );
         shutdown.escalate();
         os_signal().await;
         eprintln!("stopping now: unfinished tasks go back to the queue");
         shutdown.escalate();
     });
-    host.stopped().await;
-    Ok(())
+    host.stopped()
+        .await
+        .map_err(|failure| anyhow::anyhow!("the host stopped because a service failed: {failure}"))
 }
 
 async fn enqueue(args: EnqueueArgs) -> Result<()> {
@@ -296,7 +325,9 @@ async fn enqueue(args: EnqueueArgs) -> Result<()> {
     if !args.wait {
         return print_json(&task);
     }
-    let id = task["id"].as_i64().context("the host's answer has no task id")?;
+    let id = task["id"]
+        .as_i64()
+        .context("the host's answer has no task id")?;
     wait_for(&client, id).await
 }
 
@@ -317,7 +348,10 @@ async fn wait_for(client: &Client, id: i64) -> Result<()> {
             Some("done") => return print_json(&task),
             Some(status @ ("failed" | "cancelled")) => {
                 print_json(&task)?;
-                bail!("task {id} is {status}: {}", task["last_error"].as_str().unwrap_or("no error recorded"));
+                bail!(
+                    "task {id} is {status}: {}",
+                    task["last_error"].as_str().unwrap_or("no error recorded")
+                );
             }
             _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }
@@ -330,7 +364,10 @@ fn print_json(value: &Value) -> Result<()> {
 }
 
 fn print_tasks(page: &Value) {
-    println!("{:>8}  {:<16} {:<10} {:>8}  {:<24}  RESULT / ERROR", "ID", "TYPE", "STATUS", "ATTEMPTS", "UPDATED");
+    println!(
+        "{:>8}  {:<16} {:<10} {:>8}  {:<24}  RESULT / ERROR",
+        "ID", "TYPE", "STATUS", "ATTEMPTS", "UPDATED"
+    );
     for task in page["tasks"].as_array().into_iter().flatten() {
         let outcome = match task["status"].as_str() {
             Some("done") => task["result"].to_string(),
@@ -355,12 +392,20 @@ fn print_tasks(page: &Value) {
 
 fn print_plugins(view: &Value) {
     println!("plugin folder: {}", view["folder"].as_str().unwrap_or(""));
-    println!("{:<16} {:<12} {:>8} {:>9} {:<25}  LAST ERROR", "TYPE", "VERSION", "PENDING", "RETRIES", "LOADED");
+    println!(
+        "{:<16} {:<12} {:>8} {:>9} {:<25}  LAST ERROR",
+        "TYPE", "VERSION", "PENDING", "RETRIES", "LOADED"
+    );
     for plugin in view["plugins"].as_array().into_iter().flatten() {
         println!(
             "{:<16} {:<12} {:>8} {:>9} {:<25}  {}",
             plugin["task_type"].as_str().unwrap_or(""),
-            plugin["version"].as_str().unwrap_or("").chars().take(12).collect::<String>(),
+            plugin["version"]
+                .as_str()
+                .unwrap_or("")
+                .chars()
+                .take(12)
+                .collect::<String>(),
             plugin["pending"].to_string(),
             plugin["policy"]["max_retry"].to_string(),
             plugin["loaded_at"].as_str().unwrap_or(""),
@@ -373,6 +418,14 @@ fn print_plugins(view: &Value) {
             (None, Some(at)) => format!("removed at {at}; pending tasks wait for it to return"),
             _ => "not loaded".to_string(),
         };
-        println!("{:<16} {:<12} {:>8} {:>9} {:<25}  {}", unloaded["task_type"].as_str().unwrap_or(""), "-", unloaded["pending"].to_string(), "-", "-", why);
+        println!(
+            "{:<16} {:<12} {:>8} {:>9} {:<25}  {}",
+            unloaded["task_type"].as_str().unwrap_or(""),
+            "-",
+            unloaded["pending"].to_string(),
+            "-",
+            "-",
+            why
+        );
     }
 }

@@ -29,7 +29,9 @@ impl Default for Shutdown {
 impl Shutdown {
     /// A signal in the running stage.
     pub fn new() -> Self {
-        Shutdown { sender: watch::Sender::new(Stage::Running) }
+        Shutdown {
+            sender: watch::Sender::new(Stage::Running),
+        }
     }
 
     /// Advances to the next stage (running → graceful → immediate).

@@ -93,7 +93,9 @@ impl std::str::FromStr for Status {
             .into_iter()
             .find(|status| status.as_str() == s)
             .ok_or_else(|| {
-                format!("unknown status `{s}`: use one of pending, running, done, failed, cancelled")
+                format!(
+                    "unknown status `{s}`: use one of pending, running, done, failed, cancelled"
+                )
             })
     }
 }
@@ -113,6 +115,9 @@ pub struct Task {
     pub retry_count: u32,
     /// Retries allowed after the first attempt.
     pub max_retry: u32,
+    /// Claims so far, the running one included. Incremented by every claim and never reset
+    /// (an API retry resets `retry_count`, not this), so (id, attempts) names one attempt.
+    pub attempts: u32,
     /// The earliest time the task may (next) run.
     pub next_run_at: DateTime<Utc>,
     pub idempotency_key: Option<String>,
@@ -279,7 +284,14 @@ mod tests {
 
     #[test]
     fn success_is_done_with_result() {
-        let t = decide(1, 3, AttemptOutcome::Succeeded("{}".into()), &essay_backoff(), now(), 0.5);
+        let t = decide(
+            1,
+            3,
+            AttemptOutcome::Succeeded("{}".into()),
+            &essay_backoff(),
+            now(),
+            0.5,
+        );
         assert_eq!(t.status, Status::Done);
         assert_eq!(t.retry_count, 1);
         assert_eq!(t.result.as_deref(), Some("{}"));
@@ -290,7 +302,14 @@ mod tests {
     fn retry_goes_back_to_pending_with_the_essays_backoff() {
         // 30 s × 2^retry_count: 30 s, 60 s, 120 s.
         for (retry_count, secs) in [(0, 30), (1, 60), (2, 120)] {
-            let t = decide(retry_count, 3, AttemptOutcome::Retry("smtp down".into()), &essay_backoff(), now(), 0.5);
+            let t = decide(
+                retry_count,
+                3,
+                AttemptOutcome::Retry("smtp down".into()),
+                &essay_backoff(),
+                now(),
+                0.5,
+            );
             assert_eq!(t.status, Status::Pending);
             assert_eq!(t.retry_count, retry_count + 1);
             assert_eq!(t.next_run_at, Some(now() + chrono::Duration::seconds(secs)));
@@ -300,24 +319,55 @@ mod tests {
 
     #[test]
     fn retries_spent_is_a_dead_letter_keeping_the_error() {
-        let t = decide(3, 3, AttemptOutcome::Retry("smtp down".into()), &essay_backoff(), now(), 0.5);
+        let t = decide(
+            3,
+            3,
+            AttemptOutcome::Retry("smtp down".into()),
+            &essay_backoff(),
+            now(),
+            0.5,
+        );
         assert_eq!(t.status, Status::Failed);
         assert_eq!(t.retry_count, 4);
         assert_eq!(t.next_run_at, None);
-        assert_eq!(t.error.as_deref(), Some("smtp down (gave up after 4 attempts)"));
+        assert_eq!(
+            t.error.as_deref(),
+            Some("smtp down (gave up after 4 attempts)")
+        );
     }
 
     #[test]
     fn crash_is_retried_like_a_transient_failure() {
-        let t = decide(0, 1, AttemptOutcome::Crashed("fuel exhausted".into()), &essay_backoff(), now(), 0.5);
+        let t = decide(
+            0,
+            1,
+            AttemptOutcome::Crashed("fuel exhausted".into()),
+            &essay_backoff(),
+            now(),
+            0.5,
+        );
         assert_eq!(t.status, Status::Pending);
-        let t = decide(1, 1, AttemptOutcome::Crashed("fuel exhausted".into()), &essay_backoff(), now(), 0.5);
+        let t = decide(
+            1,
+            1,
+            AttemptOutcome::Crashed("fuel exhausted".into()),
+            &essay_backoff(),
+            now(),
+            0.5,
+        );
         assert_eq!(t.status, Status::Failed);
     }
 
     #[test]
     fn fail_skips_remaining_retries() {
-        let t = decide(0, 10, AttemptOutcome::Fail("bad address".into()), &essay_backoff(), now(), 0.5);
+        let t = decide(
+            0,
+            10,
+            AttemptOutcome::Fail("bad address".into()),
+            &essay_backoff(),
+            now(),
+            0.5,
+        );
         assert_eq!(t.status, Status::Failed);
         assert_eq!(t.retry_count, 1);
         assert_eq!(t.error.as_deref(), Some("bad address"));
@@ -325,7 +375,14 @@ mod tests {
 
     #[test]
     fn snooze_does_not_use_a_retry() {
-        let t = decide(2, 3, AttemptOutcome::Snooze(Duration::from_secs(90)), &essay_backoff(), now(), 0.5);
+        let t = decide(
+            2,
+            3,
+            AttemptOutcome::Snooze(Duration::from_secs(90)),
+            &essay_backoff(),
+            now(),
+            0.5,
+        );
         assert_eq!(t.status, Status::Pending);
         assert_eq!(t.retry_count, 2);
         assert_eq!(t.next_run_at, Some(now() + chrono::Duration::seconds(90)));
@@ -337,11 +394,20 @@ mod tests {
         for status in Status::ALL {
             assert_eq!(status.as_str().parse::<Status>().unwrap(), status);
         }
-        assert!("done!".parse::<Status>().unwrap_err().contains("use one of"));
+        assert!(
+            "done!"
+                .parse::<Status>()
+                .unwrap_err()
+                .contains("use one of")
+        );
         assert!(Status::Pending.can_cancel() && Status::Running.can_cancel());
         assert!(!Status::Done.can_cancel() && !Status::Failed.can_cancel());
         assert!(Status::Failed.can_retry() && Status::Cancelled.can_retry());
-        assert!(!Status::Pending.can_retry() && !Status::Done.can_retry() && !Status::Running.can_retry());
+        assert!(
+            !Status::Pending.can_retry()
+                && !Status::Done.can_retry()
+                && !Status::Running.can_retry()
+        );
         assert!(Status::Done.is_final() && !Status::Running.is_final());
     }
 }

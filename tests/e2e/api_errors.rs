@@ -7,7 +7,14 @@ use crate::util::Workspace;
 #[test]
 fn bad_requests_are_rejected_and_nothing_is_stored() {
     let ws = Workspace::with_plugins(&["noop", "report"]);
-    let host = ws.start(&["--max-payload", "1KiB", "--max-body", "64KiB", "--max-batch", "50"]);
+    let host = ws.start(&[
+        "--max-payload",
+        "1KiB",
+        "--max-body",
+        "64KiB",
+        "--max-batch",
+        "50",
+    ]);
 
     let (status, body) = host.post_raw("/tasks", "{\"task_type\": \"noop\", ", "application/json");
     assert_eq!(status, 400, "{body}");
@@ -16,31 +23,54 @@ fn bad_requests_are_rejected_and_nothing_is_stored() {
     let (status, body) = host.post("/tasks", &json!({"payload": {}}));
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["error"]["code"], "invalid_request");
-    assert!(body["error"]["message"].as_str().unwrap().contains("task_type"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("task_type"),
+        "{body}"
+    );
 
-    let (status, body) = host.post("/tasks", &json!({"task_type": "noop", "priority": "urgent"}));
+    let (status, body) = host.post(
+        "/tasks",
+        &json!({"task_type": "noop", "priority": "urgent"}),
+    );
     assert_eq!(status, 422, "{body}");
 
     let (status, body) = host.post("/tasks", &json!({"task_type": "invoice"}));
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["error"]["code"], "unknown_task_type");
     assert_eq!(body["error"]["known_task_types"], json!(["noop", "report"]));
-    assert!(body["error"]["message"].as_str().unwrap().contains("noop, report"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("noop, report")
+    );
 
     let big = "x".repeat(2000);
-    let (status, body) = host.post("/tasks", &json!({"task_type": "noop", "payload": {"blob": big}}));
+    let (status, body) = host.post(
+        "/tasks",
+        &json!({"task_type": "noop", "payload": {"blob": big}}),
+    );
     assert_eq!(status, 413, "{body}");
     assert_eq!(body["error"]["code"], "payload_too_large");
 
     let huge = "y".repeat(100_000);
-    let (status, body) = host.post("/tasks", &json!({"task_type": "noop", "payload": {"blob": huge}}));
+    let (status, body) = host.post(
+        "/tasks",
+        &json!({"task_type": "noop", "payload": {"blob": huge}}),
+    );
     assert_eq!(status, 413, "a body over max_body is refused: {body}");
     assert_eq!(body["error"]["code"], "payload_too_large");
 
     let (status, body) = host.post_raw("/tasks", "{\"task_type\": \"noop\"}", "text/plain");
     assert_eq!(status, 415, "{body}");
 
-    let (status, body) = host.post("/tasks", &json!({"task_type": "noop", "delay": "30s", "run_at": "2030-01-01T00:00:00Z"}));
+    let (status, body) = host.post(
+        "/tasks",
+        &json!({"task_type": "noop", "delay": "30s", "run_at": "2030-01-01T00:00:00Z"}),
+    );
     assert_eq!(status, 422, "{body}");
 
     // One bad task spoils the batch: nothing of it is inserted.
@@ -54,13 +84,16 @@ fn bad_requests_are_rejected_and_nothing_is_stored() {
     let (status, body) = host.post("/tasks/batch", &json!({ "tasks": many }));
     assert_eq!(status, 413, "{body}");
 
-    assert!(host.all_tasks().is_empty(), "no rejected request may leave a row");
+    assert!(
+        host.all_tasks().is_empty(),
+        "no rejected request may leave a row"
+    );
     let (status, _) = host.get("/tasks/12345");
     assert_eq!(status, 404);
 }
 
 #[test]
-fn api_token_guards_changes_but_not_reads() {
+fn api_token_guards_changes_and_reads() {
     let ws = Workspace::with_plugins(&["noop"]);
     let host = ws.start(&["--api-token", "s3cret"]);
     let (status, body) = host.post("/tasks", &json!({"task_type": "noop"}));
@@ -82,9 +115,24 @@ fn api_token_guards_changes_but_not_reads() {
         .send()
         .unwrap();
     assert_eq!(response.status().as_u16(), 201);
-    let (status, page) = host.get("/tasks");
-    assert_eq!(status, 200);
-    assert_eq!(page["tasks"].as_array().unwrap().len(), 1, "only the authorized enqueue stored a task");
+    let (status, body) = host.get("/tasks");
+    assert_eq!(
+        status, 401,
+        "payloads and results are data: reads need the token too: {body}"
+    );
+    let page: serde_json::Value = host
+        .http
+        .get(format!("{}/tasks", host.url))
+        .bearer_auth("s3cret")
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(
+        page["tasks"].as_array().unwrap().len(),
+        1,
+        "only the authorized enqueue stored a task"
+    );
     let (status, _) = host.get("/health");
     assert_eq!(status, 200);
 }

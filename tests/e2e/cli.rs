@@ -29,7 +29,10 @@ fn enqueue_wait_status_tasks_cancel_retry() {
     assert_eq!(task["status"], "done");
     assert_eq!(task["result"]["body"], "Hi Ana");
 
-    let (ok, out, _) = spool(&host.url, &["enqueue", "noop", "{}", "--delay", "1h", "--priority", "3"]);
+    let (ok, out, _) = spool(
+        &host.url,
+        &["enqueue", "noop", "{}", "--delay", "1h", "--priority", "3"],
+    );
     assert!(ok);
     let later: serde_json::Value = serde_json::from_str(&out).unwrap();
     let id = later["id"].to_string();
@@ -41,14 +44,23 @@ fn enqueue_wait_status_tasks_cancel_retry() {
     let (ok, out, _) = spool(&host.url, &["status", &id]);
     assert!(ok && out.contains(&format!("\"id\": {id}")), "{out}");
     let (ok, out, _) = spool(&host.url, &["tasks", "--type", "notify"]);
-    assert!(ok && out.contains("notify") && out.contains("done"), "{out}");
+    assert!(
+        ok && out.contains("notify") && out.contains("done"),
+        "{out}"
+    );
     let row = out.lines().find(|line| line.contains("notify")).unwrap();
     let notify_id = task["id"].to_string();
-    assert!(row.starts_with(&format!("{notify_id:>8}  notify")), "the id column is right-aligned under ID: {out}");
+    assert!(
+        row.starts_with(&format!("{notify_id:>8}  notify")),
+        "the id column is right-aligned under ID: {out}"
+    );
 
     let (ok, _, err) = spool(&host.url, &["enqueue", "invoice", "{}"]);
     assert!(!ok);
-    assert!(err.contains("unknown_task_type") && err.contains("noop, notify"), "{err}");
+    assert!(
+        err.contains("unknown_task_type") && err.contains("noop, notify"),
+        "{err}"
+    );
     let (ok, _, err) = spool(&host.url, &["enqueue", "noop", "{not json"]);
     assert!(!ok && err.contains("not valid JSON"), "{err}");
     let (ok, _, err) = spool("http://127.0.0.1:9", &["status", "1"]);
@@ -57,7 +69,18 @@ fn enqueue_wait_status_tasks_cancel_retry() {
 
 #[test]
 fn every_command_has_help() {
-    for command in ["serve", "enqueue", "status", "tasks", "retry", "cancel", "health", "plugins", "plugin new", "plugin build"] {
+    for command in [
+        "serve",
+        "enqueue",
+        "status",
+        "tasks",
+        "retry",
+        "cancel",
+        "health",
+        "plugins",
+        "plugin new",
+        "plugin build",
+    ] {
         let mut args: Vec<&str> = command.split(' ').collect();
         args.push("--help");
         let (ok, out, _) = spool("http://127.0.0.1:9", &args);

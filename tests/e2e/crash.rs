@@ -22,8 +22,17 @@ fn task_of_a_killed_host_completes_after_restart() {
     let host = ws.start(&flags);
     let done = host.wait_for_status(id, "done", WAIT);
     assert_eq!(done["result"], json!({"slept_ms": 3000}));
-    assert_eq!(done["retry_count"], 1, "the killed attempt counts: {done:#}");
-    assert!(done["last_error"].as_str().unwrap().contains("lease expired"), "{done:#}");
+    assert_eq!(
+        done["retry_count"], 1,
+        "the killed attempt counts: {done:#}"
+    );
+    assert!(
+        done["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("lease expired"),
+        "{done:#}"
+    );
     assert_eq!(host.all_tasks().len(), 1);
 }
 
@@ -31,9 +40,15 @@ fn task_of_a_killed_host_completes_after_restart() {
 fn queued_tasks_survive_a_kill() {
     let ws = Workspace::with_plugins(&["noop"]);
     let mut host = ws.start(&[]);
-    let ids: Vec<i64> = (0..10)
-        .map(|i| host.enqueue_with(json!({"task_type": "noop", "payload": {"i": i}, "delay": "2s"}))["id"].as_i64().unwrap())
-        .collect();
+    let ids: Vec<i64> =
+        (0..10)
+            .map(|i| {
+                host.enqueue_with(json!({"task_type": "noop", "payload": {"i": i}, "delay": "2s"}))
+                    ["id"]
+                    .as_i64()
+                    .unwrap()
+            })
+            .collect();
     host.kill();
     let host = ws.start(&[]);
     for id in ids {

@@ -1,13 +1,20 @@
 //! End-to-end tests: each starts the real `spool` binary against a real SQLite file with real
 //! compiled plugins, and drives it over HTTP (and the CLI) as a user would.
 
+mod servers;
 mod util;
 
+mod api_auth;
+mod api_contract;
 mod api_errors;
+mod api_guard;
+mod api_limits;
+mod api_schemathesis;
 mod capabilities;
 mod cli;
 mod commands;
 mod crash;
+mod grants;
 mod hot_reload;
 mod languages;
 mod openapi;
@@ -16,5 +23,6 @@ mod plugins;
 mod queue;
 mod retries;
 mod sandbox_limits;
+mod servers_smoke;
 mod services;
 mod shutdown;

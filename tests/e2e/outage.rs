@@ -28,10 +28,17 @@ fn a_database_locked_by_another_process_loses_nothing() {
     let ws = Workspace::with_plugins(&["sleepy"]);
     let host = ws.start(&[]);
     let ids: Vec<i64> = (0..8)
-        .map(|i| host.enqueue("sleepy", json!({"ms": 1000 + 250 * i}))["id"].as_i64().unwrap())
+        .map(|i| {
+            host.enqueue("sleepy", json!({"ms": 1000 + 250 * i}))["id"]
+                .as_i64()
+                .unwrap()
+        })
         .collect();
     host.eventually("tasks running", || {
-        let running = ids.iter().filter(|id| host.task(**id)["status"] == "running").count();
+        let running = ids
+            .iter()
+            .filter(|id| host.task(**id)["status"] == "running")
+            .count();
         (running > 0).then_some(())
     });
 
@@ -44,16 +51,30 @@ fn a_database_locked_by_another_process_loses_nothing() {
         .spawn()
         .expect("python3 runs");
     let mut line = String::new();
-    BufReader::new(locker.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(locker.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     assert_eq!(line.trim(), "locked");
     let outage = Instant::now();
 
     // An enqueue during the outage is refused with a clear error, and leaves no row.
-    let (status, body) = host.post("/tasks", &json!({"task_type": "sleepy", "payload": {"ms": 1}}));
-    assert!(outage.elapsed() < OUTAGE, "the refusal came after the outage ended; lengthen it");
+    let (status, body) = host.post(
+        "/tasks",
+        &json!({"task_type": "sleepy", "payload": {"ms": 1}}),
+    );
+    assert!(
+        outage.elapsed() < OUTAGE,
+        "the refusal came after the outage ended; lengthen it"
+    );
     assert_eq!(status, 503, "{body:#}");
     assert_eq!(body["error"]["code"], "unavailable", "{body:#}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("nothing was changed"), "{body:#}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was changed"),
+        "{body:#}"
+    );
 
     assert!(locker.wait().unwrap().success(), "the lock holder failed");
     // The running tasks finished during the outage; their completions are written now, and
@@ -62,13 +83,24 @@ fn a_database_locked_by_another_process_loses_nothing() {
         let task = host.wait_for_status(*id, "done", Duration::from_secs(60));
         assert_eq!(task["attempts"], 1, "{task:#}");
     }
-    assert_eq!(host.all_tasks().len(), ids.len(), "the refused enqueue left no row");
+    assert_eq!(
+        host.all_tasks().len(),
+        ids.len(),
+        "the refused enqueue left no row"
+    );
     let log = host.log();
-    assert!(log.matches("database is locked").count() >= 2, "the host's own writes failed too:\n{log}");
+    assert!(
+        log.matches("database is locked").count() >= 2,
+        "the host's own writes failed too:\n{log}"
+    );
 
     // And the host works as before.
     let after = host.enqueue("sleepy", json!({"ms": 1}));
-    host.wait_for_status(after["id"].as_i64().unwrap(), "done", Duration::from_secs(30));
+    host.wait_for_status(
+        after["id"].as_i64().unwrap(),
+        "done",
+        Duration::from_secs(30),
+    );
     let (status, health) = host.get("/health");
     assert_eq!(status, 200, "{health:#}");
 }

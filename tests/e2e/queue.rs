@@ -21,12 +21,18 @@ fn enqueued_task_runs_to_done_with_the_plugins_result() {
     assert_eq!(task["duplicate"], false);
     let done = host.wait_for_status(task["id"].as_i64().unwrap(), "done", WAIT);
     let result = &done["result"];
-    assert!(result.is_object(), "result should be the handler's JSON: {done:#}");
+    assert!(
+        result.is_object(),
+        "result should be the handler's JSON: {done:#}"
+    );
     let text = result.to_string();
     assert!(text.contains("north") && text.contains("south"), "{text}");
     assert!(text.contains("15"), "north's sum 15 should be in {text}");
     assert_eq!(done["attempts"], 1);
-    assert_eq!(done["progress"], 100, "the report plugin reports progress: {done:#}");
+    assert_eq!(
+        done["progress"], 100,
+        "the report plugin reports progress: {done:#}"
+    );
     assert_eq!(done["plugin_version"].as_str().unwrap().len(), 64);
     assert!(done["finished_at"].is_string());
 }
@@ -50,17 +56,24 @@ fn higher_priority_overtakes_a_backlog() {
     };
     let last_high = high.iter().map(|id| started(*id)).max().unwrap();
     let first_low = low.iter().map(|id| started(*id)).min().unwrap();
-    assert!(last_high <= first_low, "every high-priority task should start before any low one");
+    assert!(
+        last_high <= first_low,
+        "every high-priority task should start before any low one"
+    );
     // Within a priority, first come first served.
     let low_starts: Vec<_> = low.iter().map(|id| started(*id)).collect();
-    assert!(low_starts.windows(2).all(|w| w[0] <= w[1]), "{low_starts:?}");
+    assert!(
+        low_starts.windows(2).all(|w| w[0] <= w[1]),
+        "{low_starts:?}"
+    );
 }
 
 #[test]
 fn idempotency_key_returns_the_existing_task() {
     let ws = Workspace::with_plugins(&["noop"]);
     let host = ws.start(&[]);
-    let request = json!({"task_type": "noop", "payload": {"order": 7}, "idempotency_key": "order-7"});
+    let request =
+        json!({"task_type": "noop", "payload": {"order": 7}, "idempotency_key": "order-7"});
     let first = host.enqueue_with(request.clone());
     let (status, second) = host.post("/tasks", &request);
     assert_eq!(status, 200, "{second}");
@@ -78,10 +91,20 @@ fn idempotency_key_returns_the_existing_task() {
     );
     assert_eq!(status, 201, "{batch}");
     let tasks = batch["tasks"].as_array().unwrap();
-    assert_eq!(tasks.iter().map(|t| t["duplicate"].as_bool().unwrap()).collect::<Vec<_>>(), [false, true, true, false]);
+    assert_eq!(
+        tasks
+            .iter()
+            .map(|t| t["duplicate"].as_bool().unwrap())
+            .collect::<Vec<_>>(),
+        [false, true, true, false]
+    );
     assert_eq!(tasks[0]["id"], tasks[1]["id"]);
     assert_eq!(tasks[2]["id"], first["id"]);
-    assert_eq!(host.all_tasks().len(), 3, "one row per key plus the keyless task");
+    assert_eq!(
+        host.all_tasks().len(),
+        3,
+        "one row per key plus the keyless task"
+    );
 }
 
 #[test]
@@ -111,7 +134,13 @@ fn cancel_and_retry_move_tasks_between_states() {
 fn listing_filters_by_status_and_type_and_pages() {
     let ws = Workspace::with_plugins(&["noop", "flaky"]);
     let host = ws.start(&[]);
-    let ids: Vec<i64> = (0..5).map(|i| host.enqueue("noop", json!({"i": i}))["id"].as_i64().unwrap()).collect();
+    let ids: Vec<i64> = (0..5)
+        .map(|i| {
+            host.enqueue("noop", json!({"i": i}))["id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
     let failing = host.enqueue_with(json!({"task_type": "flaky", "payload": {"fail": "no"}}));
     for id in &ids {
         host.wait_for_status(*id, "done", WAIT);
@@ -120,11 +149,21 @@ fn listing_filters_by_status_and_type_and_pages() {
     let (_, failed) = host.get("/tasks?status=failed");
     assert_eq!(failed["tasks"].as_array().unwrap().len(), 1);
     let (_, page) = host.get("/tasks?type=noop&limit=3");
-    let first: Vec<i64> = page["tasks"].as_array().unwrap().iter().map(|t| t["id"].as_i64().unwrap()).collect();
+    let first: Vec<i64> = page["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_i64().unwrap())
+        .collect();
     assert_eq!(first, [ids[4], ids[3], ids[2]]);
     let next = page["next_before"].as_i64().unwrap();
     let (_, page) = host.get(&format!("/tasks?type=noop&limit=3&before={next}"));
-    let second: Vec<i64> = page["tasks"].as_array().unwrap().iter().map(|t| t["id"].as_i64().unwrap()).collect();
+    let second: Vec<i64> = page["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_i64().unwrap())
+        .collect();
     assert_eq!(second, [ids[1], ids[0]]);
     assert!(page["next_before"].is_null());
     let (status, body) = host.get("/tasks?status=exploded");
@@ -140,32 +179,60 @@ fn delayed_task_waits_for_its_time() {
     std::thread::sleep(Duration::from_millis(400));
     assert_eq!(host.task(id)["status"], "pending", "not due yet");
     let done = host.wait_for_status(id, "done", WAIT);
-    let created = chrono::DateTime::parse_from_rfc3339(done["created_at"].as_str().unwrap()).unwrap();
-    let attempted = chrono::DateTime::parse_from_rfc3339(done["attempted_at"].as_str().unwrap()).unwrap();
-    assert!(attempted - created >= chrono::Duration::milliseconds(1000), "ran too early");
+    let created =
+        chrono::DateTime::parse_from_rfc3339(done["created_at"].as_str().unwrap()).unwrap();
+    let attempted =
+        chrono::DateTime::parse_from_rfc3339(done["attempted_at"].as_str().unwrap()).unwrap();
+    assert!(
+        attempted - created >= chrono::Duration::milliseconds(1000),
+        "ran too early"
+    );
 }
 
 #[test]
 fn enqueue_answers_carry_an_estimated_completion_time() {
     let ws = Workspace::with_plugins(&["sleepy"]);
     let host = ws.start(&["--concurrency", "2"]);
-    let parse = |value: &serde_json::Value| chrono::DateTime::parse_from_rfc3339(value.as_str().unwrap()).unwrap();
+    let parse = |value: &serde_json::Value| {
+        chrono::DateTime::parse_from_rfc3339(value.as_str().unwrap()).unwrap()
+    };
 
-    let first = host.enqueue_with(json!({"task_type": "sleepy", "payload": {"ms": 300}, "idempotency_key": "first"}));
-    assert!(first["estimated_done_at"].is_null(), "no attempt of the type has finished yet: {first:#}");
+    let first = host.enqueue_with(
+        json!({"task_type": "sleepy", "payload": {"ms": 300}, "idempotency_key": "first"}),
+    );
+    assert!(
+        first["estimated_done_at"].is_null(),
+        "no attempt of the type has finished yet: {first:#}"
+    );
     host.wait_for_status(first["id"].as_i64().unwrap(), "done", WAIT);
 
     // Six tasks on two slots after one attempt of about 0.3 s: three rounds, later and later.
-    let tasks: Vec<_> = (0..6).map(|_| json!({"task_type": "sleepy", "payload": {"ms": 300}})).collect();
+    let tasks: Vec<_> = (0..6)
+        .map(|_| json!({"task_type": "sleepy", "payload": {"ms": 300}}))
+        .collect();
     let (status, batch) = host.post("/tasks/batch", &json!({"tasks": tasks}));
     assert_eq!(status, 201, "{batch:#}");
-    let estimates: Vec<_> = batch["tasks"].as_array().unwrap().iter().map(|t| parse(&t["estimated_done_at"])).collect();
+    let estimates: Vec<_> = batch["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| parse(&t["estimated_done_at"]))
+        .collect();
     let created = parse(&batch["tasks"][0]["created_at"]);
     assert!(estimates[0] > created, "{batch:#}");
-    assert!(estimates.windows(2).all(|w| w[0] <= w[1]), "later tasks are estimated later: {estimates:?}");
+    assert!(
+        estimates.windows(2).all(|w| w[0] <= w[1]),
+        "later tasks are estimated later: {estimates:?}"
+    );
     let spread = (estimates[5] - estimates[0]).num_milliseconds();
-    assert!(spread >= 300, "two more rounds of about 0.3 s each separate the first and the last: {estimates:?}");
-    assert!(estimates[5] < created + chrono::Duration::seconds(30), "{estimates:?}");
+    assert!(
+        spread >= 300,
+        "two more rounds of about 0.3 s each separate the first and the last: {estimates:?}"
+    );
+    assert!(
+        estimates[5] < created + chrono::Duration::seconds(30),
+        "{estimates:?}"
+    );
 
     // The status API estimates a waiting task too, and stops once it is done.
     let last_id = batch["tasks"][5]["id"].as_i64().unwrap();
@@ -177,14 +244,27 @@ fn enqueue_answers_carry_an_estimated_completion_time() {
     assert!(done["estimated_done_at"].is_null(), "{done:#}");
 
     // A delayed task is estimated after its start time.
-    let delayed = host.enqueue_with(json!({"task_type": "sleepy", "payload": {"ms": 300}, "delay": "60s"}));
-    assert!(parse(&delayed["estimated_done_at"]) >= parse(&delayed["next_run_at"]), "{delayed:#}");
-    assert!(parse(&delayed["estimated_done_at"]) > created + chrono::Duration::seconds(59), "{delayed:#}");
+    let delayed =
+        host.enqueue_with(json!({"task_type": "sleepy", "payload": {"ms": 300}, "delay": "60s"}));
+    assert!(
+        parse(&delayed["estimated_done_at"]) >= parse(&delayed["next_run_at"]),
+        "{delayed:#}"
+    );
+    assert!(
+        parse(&delayed["estimated_done_at"]) > created + chrono::Duration::seconds(59),
+        "{delayed:#}"
+    );
     let polled = host.task(delayed["id"].as_i64().unwrap());
-    assert!(parse(&polled["estimated_done_at"]) >= parse(&polled["next_run_at"]), "{polled:#}");
+    assert!(
+        parse(&polled["estimated_done_at"]) >= parse(&polled["next_run_at"]),
+        "{polled:#}"
+    );
 
     // A duplicate of a finished task has nothing left to estimate.
-    let (status, again) = host.post("/tasks", &json!({"task_type": "sleepy", "payload": {"ms": 300}, "idempotency_key": "first"}));
+    let (status, again) = host.post(
+        "/tasks",
+        &json!({"task_type": "sleepy", "payload": {"ms": 300}, "idempotency_key": "first"}),
+    );
     assert_eq!(status, 200, "{again:#}");
     assert_eq!(again["duplicate"], true);
     assert!(again["estimated_done_at"].is_null(), "{again:#}");

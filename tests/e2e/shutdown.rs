@@ -19,7 +19,10 @@ fn sigterm_lets_running_tasks_finish() {
     assert!(host.wait_exit(WAIT), "clean exit:\n{}", host.log());
     let host = ws.start(&[]);
     let done = host.task(id);
-    assert_eq!(done["status"], "done", "finished during the grace period: {done:#}");
+    assert_eq!(
+        done["status"], "done",
+        "finished during the grace period: {done:#}"
+    );
     assert_eq!(done["retry_count"], 0);
 }
 
@@ -51,8 +54,15 @@ fn second_signal_stops_at_once_and_loses_nothing() {
     std::thread::sleep(Duration::from_millis(300));
     host.signal("TERM");
     let started = std::time::Instant::now();
-    assert!(host.wait_exit(Duration::from_secs(20)), "clean exit:\n{}", host.log());
-    assert!(started.elapsed() < Duration::from_secs(15), "the second signal should not wait for the grace period");
+    assert!(
+        host.wait_exit(Duration::from_secs(20)),
+        "clean exit:\n{}",
+        host.log()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the second signal should not wait for the grace period"
+    );
     let reader = ws_reader(&ws);
     assert_eq!(reader.task(id)["status"], "pending");
 }

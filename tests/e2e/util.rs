@@ -1,6 +1,6 @@
 //! Helpers: build the guest plugins once, start hosts in temporary folders, talk to them.
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Builds every guest crate (once per test run) and returns the folder with the `.wasm` files.
@@ -23,14 +26,27 @@ pub fn plugin_artifacts() -> &'static Path {
             .env_remove("CARGO_TARGET_DIR")
             .status()
             .expect("cargo runs");
-        assert!(status.success(), "building the guest plugins failed; run `cargo xtask build-plugins` to see why");
+        assert!(
+            status.success(),
+            "building the guest plugins failed; run `cargo xtask build-plugins` to see why"
+        );
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .current_dir(&plugins)
-            .args(["build", "--release", "--target", "wasm32-wasip1", "-p", "shout"])
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip1",
+                "-p",
+                "shout",
+            ])
             .env_remove("CARGO_TARGET_DIR")
             .status()
             .expect("cargo runs");
-        assert!(status.success(), "building the preview1 programs failed; run `cargo xtask build-plugins` to see why");
+        assert!(
+            status.success(),
+            "building the preview1 programs failed; run `cargo xtask build-plugins` to see why"
+        );
         plugins.join("target/wasm32-wasip2/release")
     })
 }
@@ -67,7 +83,11 @@ pub fn try_spool_plugin(args: &[&str]) -> (bool, String) {
         .env("CARGO_TARGET_DIR", builds_root().join("cargo-target"))
         .output()
         .expect("the spool binary runs");
-    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
     (output.status.success(), text)
 }
 
@@ -75,7 +95,9 @@ pub fn try_spool_plugin(args: &[&str]) -> (bool, String) {
 /// time, as they share the tools folder) and returns the installed `.wasm`.
 fn built_once(key: &str, build: impl FnOnce(&Path) -> PathBuf) -> PathBuf {
     static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
-    let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some((_, path)) = built.iter().find(|(k, _)| k == key) {
         return path.clone();
     }
@@ -90,7 +112,12 @@ fn built_once(key: &str, build: impl FnOnce(&Path) -> PathBuf) -> PathBuf {
 pub fn example_artifact(project: &str) -> PathBuf {
     built_once(project, |out| {
         let source = repo_root().join("plugins").join(project);
-        spool_plugin(&["build", source.to_str().unwrap(), "--plugins", out.to_str().unwrap()]);
+        spool_plugin(&[
+            "build",
+            source.to_str().unwrap(),
+            "--plugins",
+            out.to_str().unwrap(),
+        ]);
         let name = project.rsplit('/').next().unwrap();
         out.join(format!("{name}.wasm"))
     })
@@ -105,8 +132,20 @@ pub fn template_artifact(language: &str) -> PathBuf {
         let project = projects.join(&name);
         let _ = std::fs::remove_dir_all(&project);
         std::fs::create_dir_all(&projects).unwrap();
-        spool_plugin(&["new", "--lang", language, &name, "--dir", projects.to_str().unwrap()]);
-        spool_plugin(&["build", project.to_str().unwrap(), "--plugins", out.to_str().unwrap()]);
+        spool_plugin(&[
+            "new",
+            "--lang",
+            language,
+            &name,
+            "--dir",
+            projects.to_str().unwrap(),
+        ]);
+        spool_plugin(&[
+            "build",
+            project.to_str().unwrap(),
+            "--plugins",
+            out.to_str().unwrap(),
+        ]);
         out.join(format!("{name}.wasm"))
     })
 }
@@ -137,7 +176,11 @@ impl Workspace {
 
     /// Copies plugin crate `crate_name` into the plugin folder as task type `task_type`.
     pub fn add_plugin(&self, crate_name: &str, task_type: &str) {
-        std::fs::copy(artifact(crate_name), self.plugin_dir().join(format!("{task_type}.wasm"))).unwrap();
+        std::fs::copy(
+            artifact(crate_name),
+            self.plugin_dir().join(format!("{task_type}.wasm")),
+        )
+        .unwrap();
     }
 
     /// Writes a manifest for a task type.
@@ -147,6 +190,12 @@ impl Workspace {
 
     pub fn plugin_dir(&self) -> PathBuf {
         self.dir.path().join("plugins")
+    }
+
+    /// The host's grants root by default: `plugin-data` beside the plugin folder. Manifests'
+    /// folder grants are relative to it.
+    pub fn grants_dir(&self) -> PathBuf {
+        self.dir.path().join("plugin-data")
     }
 
     pub fn database_url(&self) -> String {
@@ -169,21 +218,32 @@ pub struct Host {
 
 impl Host {
     fn start(ws: &Workspace, extra: &[&str]) -> Host {
-        let stderr_log = ws.dir.path().join(format!("host-{}.log", Instant::now().elapsed().as_nanos() ^ rand_suffix()));
+        let stderr_log = ws.dir.path().join(format!(
+            "host-{}.log",
+            Instant::now().elapsed().as_nanos() ^ rand_suffix()
+        ));
         let mut command = Command::new(env!("CARGO_BIN_EXE_spool"));
         command.arg("serve");
         if !extra.contains(&"--cache-dir") {
             // One compiled-code cache for the whole test run: each build compiles once.
-            command.arg("--cache-dir").arg(repo_root().join("target/spool-test-cache"));
+            command
+                .arg("--cache-dir")
+                .arg(repo_root().join("target/spool-test-cache"));
         }
         let mut child = command
-            .args(["--listen", "127.0.0.1:0", "--database-url", &ws.database_url()])
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--database-url",
+                &ws.database_url(),
+            ])
             .arg("--plugins")
             .arg(ws.plugin_dir())
             .args(["--poll-interval", "100ms"])
             .args(extra)
             .env("RUST_LOG", "info,spool=debug")
             .env_remove("SPOOL_API_TOKEN")
+            .env_remove("SPOOL_READ_TOKEN")
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr_log).unwrap())
             .spawn()
@@ -197,13 +257,53 @@ impl Host {
                         break url.to_string();
                     }
                 }
-                _ => panic!("host exited before listening:\n{}", std::fs::read_to_string(&stderr_log).unwrap_or_default()),
+                _ => panic!(
+                    "host exited before listening:\n{}",
+                    std::fs::read_to_string(&stderr_log).unwrap_or_default()
+                ),
             }
         };
         // Keep draining stdout so the host never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
-        Host { child: Some(child), url, http, stderr_log }
+        let http = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        Host {
+            child: Some(child),
+            url,
+            http,
+            stderr_log,
+        }
+    }
+
+    /// The host's address (`127.0.0.1:PORT`), for connections made by hand.
+    pub fn addr(&self) -> String {
+        self.url.trim_start_matches("http://").to_string()
+    }
+
+    /// Sends `head` (request line and headers, without the blank line that ends them; the
+    /// helper adds `Connection: close`) and `body` on a connection of its own: for requests no
+    /// HTTP client would send. Returns the status and the JSON body.
+    pub fn raw(&self, head: &str, body: &str) -> (u16, Value) {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(self.addr()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        write!(stream, "{head}\r\nConnection: close\r\n\r\n{body}").unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        let answer = String::from_utf8_lossy(&answer);
+        let status = answer
+            .split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or(0);
+        let json = answer
+            .split_once("\r\n\r\n")
+            .and_then(|(_, body)| serde_json::from_str(body).ok());
+        (status, json.unwrap_or(Value::Null))
     }
 
     /// The host's log so far.
@@ -212,8 +312,16 @@ impl Host {
     }
 
     pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        let response = self.http.post(format!("{}{path}", self.url)).json(body).send().unwrap();
-        (response.status().as_u16(), response.json().unwrap_or(Value::Null))
+        let response = self
+            .http
+            .post(format!("{}{path}", self.url))
+            .json(body)
+            .send()
+            .unwrap();
+        (
+            response.status().as_u16(),
+            response.json().unwrap_or(Value::Null),
+        )
     }
 
     pub fn post_raw(&self, path: &str, body: &str, content_type: &str) -> (u16, Value) {
@@ -224,12 +332,18 @@ impl Host {
             .body(body.to_string())
             .send()
             .unwrap();
-        (response.status().as_u16(), response.json().unwrap_or(Value::Null))
+        (
+            response.status().as_u16(),
+            response.json().unwrap_or(Value::Null),
+        )
     }
 
     pub fn get(&self, path: &str) -> (u16, Value) {
         let response = self.http.get(format!("{}{path}", self.url)).send().unwrap();
-        (response.status().as_u16(), response.json().unwrap_or(Value::Null))
+        (
+            response.status().as_u16(),
+            response.json().unwrap_or(Value::Null),
+        )
     }
 
     /// Enqueues a task, asserting success; returns the task.
@@ -259,7 +373,10 @@ impl Host {
                 return task;
             }
             if Instant::now() > deadline {
-                panic!("task {id} did not become {status} within {timeout:?}: {task:#}\nhost log:\n{}", self.log());
+                panic!(
+                    "task {id} did not become {status} within {timeout:?}: {task:#}\nhost log:\n{}",
+                    self.log()
+                );
             }
             std::thread::sleep(Duration::from_millis(25));
         }
@@ -272,7 +389,11 @@ impl Host {
             if let Some(value) = check() {
                 return value;
             }
-            assert!(Instant::now() < deadline, "timed out waiting for {what}; host log:\n{}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; host log:\n{}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -281,7 +402,11 @@ impl Host {
     pub fn wait_final(&self, id: i64) -> Value {
         eventually(Duration::from_secs(60), "a final state", || {
             let task = self.task(id);
-            matches!(task["status"].as_str(), Some("done" | "failed" | "cancelled")).then_some(task)
+            matches!(
+                task["status"].as_str(),
+                Some("done" | "failed" | "cancelled")
+            )
+            .then_some(task)
         })
     }
 
@@ -295,7 +420,10 @@ impl Host {
     /// Sends a signal to the host process.
     pub fn signal(&self, signal: &str) {
         let pid = self.child.as_ref().unwrap().id().to_string();
-        let status = Command::new("kill").args([&format!("-{signal}"), &pid]).status().unwrap();
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .unwrap();
         assert!(status.success());
     }
 
@@ -356,19 +484,31 @@ impl TestServer {
                 let Ok(mut stream) = stream else { continue };
                 let mut head = Vec::new();
                 let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).map(|n| n == 1).unwrap_or(false) {
+                while !head.ends_with(b"\r\n\r\n")
+                    && stream.read(&mut byte).map(|n| n == 1).unwrap_or(false)
+                {
                     head.push(byte[0]);
                 }
                 let text = String::from_utf8_lossy(&head).to_string();
                 // Read a body if one was announced, so the client sees its request complete.
                 let length = text
                     .lines()
-                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                    })
                     .unwrap_or(0);
                 let mut body_in = vec![0u8; length];
                 let _ = stream.read_exact(&mut body_in);
-                seen.lock().unwrap().push(text.lines().next().unwrap_or_default().to_string());
-                let _ = write!(stream, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+                seen.lock()
+                    .unwrap()
+                    .push(text.lines().next().unwrap_or_default().to_string());
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
             }
         });
         TestServer { port, requests }

@@ -1,51 +1,143 @@
-//! The optional API token: when configured, every mutating request must present it.
+//! The optional API tokens. With an API token configured, every request but `GET /health` and
+//! `GET /openapi.json` must present a token: payloads, results and logs are data too. Changes
+//! need the API token; reads take it or the read token, if one is configured.
 
 use axum::extract::{Request, State};
-use axum::http::Method;
+use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use sha2::{Digest, Sha256};
 use std::sync::Arc;
+use subtle::ConstantTimeEq;
 
-use super::error::ApiError;
 use super::AppState;
+use super::error::ApiError;
 
-/// Rejects a mutating request (any method but GET, HEAD, OPTIONS) with 401 unless it carries
-/// `Authorization: Bearer <token>` matching the configured token. Reads stay open, and
-/// everything passes when no token is configured.
-pub async fn require_token_for_changes(
+/// What a request may need to present.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Nothing: the health check and the API description.
+    Open,
+    /// The read token or the API token.
+    Read,
+    /// The API token.
+    Change,
+}
+
+/// The access a request needs: GET, HEAD and OPTIONS read, every other method changes.
+pub fn access(method: &Method, path: &str) -> Access {
+    let reads = [Method::GET, Method::HEAD, Method::OPTIONS];
+    match (reads.contains(method), path) {
+        (true, "/health" | "/openapi.json") => Access::Open,
+        (true, _) => Access::Read,
+        (false, _) => Access::Change,
+    }
+}
+
+/// Rejects a request with 401 unless it carries `Authorization: Bearer <token>` with a token
+/// that allows what it does. Everything passes when no token is configured.
+pub async fn require_token(
     State(state): State<Arc<AppState>>,
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let reads = [Method::GET, Method::HEAD, Method::OPTIONS];
-    if let (Some(expected), false) = (&state.config.api_token, reads.contains(request.method())) {
-        let presented = request
-            .headers()
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .map(str::trim);
-        if !presented.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes())) {
-            return Err(ApiError::unauthorized());
+    let Some(api_token) = &state.config.api_token else {
+        return Ok(next.run(request).await);
+    };
+    let access = access(request.method(), request.uri().path());
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(bearer);
+    let is_api_token = presented.is_some_and(|token| same_token(token, api_token));
+    let is_read_token = presented.is_some_and(|token| {
+        state
+            .config
+            .read_token
+            .as_deref()
+            .is_some_and(|read| same_token(token, read))
+    });
+    match access {
+        Access::Open => {}
+        Access::Read if is_api_token || is_read_token => {}
+        Access::Change if is_api_token => {}
+        Access::Change if is_read_token => {
+            return Err(ApiError::unauthorized(
+                "the read token does not allow changes: send the API token",
+            ));
+        }
+        Access::Read => {
+            return Err(ApiError::unauthorized(
+                "this host requires a token for reads: send `Authorization: Bearer <token>` with the read token or the API token (the CLI reads SPOOL_READ_TOKEN or SPOOL_API_TOKEN)",
+            ));
+        }
+        Access::Change => {
+            return Err(ApiError::unauthorized(
+                "this host requires the API token for changes: send `Authorization: Bearer <token>` (the CLI reads SPOOL_API_TOKEN)",
+            ));
         }
     }
     Ok(next.run(request).await)
 }
 
-/// Compares without stopping at the first difference, so response time does not reveal how
-/// much of a guessed token was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// The token of an `Authorization` value in the Bearer scheme, whose name is case-insensitive
+/// (RFC 9110, section 11.1): `Bearer t`, `bearer t` and `BEARER t` all give `t`.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once([' ', '\t'])?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Whether a presented token is the configured one, in time that depends on neither.
+///
+/// A comparison that stops at the first differing byte answers faster the less of a guess is
+/// right, which lets a caller who can time many requests find the token byte by byte. Both
+/// tokens are hashed first, so the comparison always covers 32 bytes and leaks not even the
+/// token's length, and the digests are compared with `subtle`, whose comparison the compiler
+/// cannot turn back into an early exit.
+fn same_token(presented: &str, expected: &str) -> bool {
+    let presented = Sha256::digest(presented.as_bytes());
+    let expected = Sha256::digest(expected.as_bytes());
+    presented.ct_eq(&expected).into()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::constant_time_eq;
+    use super::*;
 
     #[test]
     fn compares_tokens() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secrets"));
+        assert!(same_token("secret", "secret"));
+        assert!(!same_token("secret", "secreT"));
+        assert!(!same_token("secret", "secrets"));
+        assert!(!same_token("", "secret"));
+    }
+
+    #[test]
+    fn bearer_scheme_in_any_case() {
+        for value in [
+            "Bearer t0k",
+            "bearer t0k",
+            "BEARER t0k",
+            "  Bearer   t0k  ",
+            "bEaReR\tt0k",
+        ] {
+            assert_eq!(bearer(value), Some("t0k"), "{value:?}");
+        }
+        for value in ["Basic t0k", "Bearer", "Bearer ", "Bearert0k", "t0k"] {
+            assert_eq!(bearer(value), None, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn reads_changes_and_open_routes() {
+        assert_eq!(access(&Method::GET, "/health"), Access::Open);
+        assert_eq!(access(&Method::GET, "/openapi.json"), Access::Open);
+        assert_eq!(access(&Method::POST, "/health"), Access::Change);
+        assert_eq!(access(&Method::GET, "/tasks/1"), Access::Read);
+        assert_eq!(access(&Method::HEAD, "/plugins"), Access::Read);
+        assert_eq!(access(&Method::POST, "/tasks/1/cancel"), Access::Change);
+        assert_eq!(access(&Method::DELETE, "/tasks/1"), Access::Change);
     }
 }

@@ -5,10 +5,16 @@ use serde_json::Value;
 /// Errors talking to a host.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot reach the Spool host at {url}: {source}; is `spool serve` running there? (set --url or SPOOL_URL)")]
+    #[error(
+        "cannot reach the Spool host at {url}: {source}; is `spool serve` running there? (set --url or SPOOL_URL)"
+    )]
     Unreachable { url: String, source: reqwest::Error },
     #[error("{code} ({status}): {message}")]
-    Api { status: u16, code: String, message: String },
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+    },
     #[error("unexpected answer from {url}: {detail}")]
     Protocol { url: String, detail: String },
 }
@@ -16,28 +22,44 @@ pub enum ClientError {
 /// A connection to one host.
 pub struct Client {
     base: String,
+    /// Sent with changes, and with reads when there is no read token.
     token: Option<String>,
+    /// Sent with reads.
+    read_token: Option<String>,
     http: reqwest::Client,
 }
 
 impl Client {
-    /// A client for the host at `base` (e.g. `http://127.0.0.1:8787`).
-    pub fn new(base: &str, token: Option<String>) -> Self {
-        Client { base: base.trim_end_matches('/').to_string(), token, http: reqwest::Client::new() }
+    /// A client for the host at `base` (e.g. `http://127.0.0.1:8787`) that sends `token` (the
+    /// API token) with changes and `read_token`, else `token`, with reads.
+    pub fn new(base: &str, token: Option<String>, read_token: Option<String>) -> Self {
+        Client {
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            read_token,
+            http: reqwest::Client::new(),
+        }
     }
 
     /// `POST /tasks`.
     pub async fn enqueue(&self, request: &Value) -> Result<Value, ClientError> {
-        self.send(self.http.post(self.url("/tasks")).json(request)).await
+        self.change(self.http.post(self.url("/tasks")).json(request))
+            .await
     }
 
     /// `GET /tasks/{id}`.
     pub async fn task(&self, id: i64) -> Result<Value, ClientError> {
-        self.send(self.http.get(self.url(&format!("/tasks/{id}")))).await
+        self.read(self.http.get(self.url(&format!("/tasks/{id}"))))
+            .await
     }
 
     /// `GET /tasks` with filters.
-    pub async fn list(&self, status: Option<&str>, task_type: Option<&str>, limit: usize) -> Result<Value, ClientError> {
+    pub async fn list(
+        &self,
+        status: Option<&str>,
+        task_type: Option<&str>,
+        limit: usize,
+    ) -> Result<Value, ClientError> {
         let mut query = vec![("limit", limit.to_string())];
         if let Some(status) = status {
             query.push(("status", status.to_string()));
@@ -45,41 +67,62 @@ impl Client {
         if let Some(task_type) = task_type {
             query.push(("type", task_type.to_string()));
         }
-        self.send(self.http.get(self.url("/tasks")).query(&query)).await
+        self.read(self.http.get(self.url("/tasks")).query(&query))
+            .await
     }
 
     /// `POST /tasks/{id}/retry`.
     pub async fn retry(&self, id: i64) -> Result<Value, ClientError> {
-        self.send(self.http.post(self.url(&format!("/tasks/{id}/retry")))).await
+        self.change(self.http.post(self.url(&format!("/tasks/{id}/retry"))))
+            .await
     }
 
     /// `POST /tasks/{id}/cancel`.
     pub async fn cancel(&self, id: i64) -> Result<Value, ClientError> {
-        self.send(self.http.post(self.url(&format!("/tasks/{id}/cancel")))).await
+        self.change(self.http.post(self.url(&format!("/tasks/{id}/cancel"))))
+            .await
     }
 
     /// `GET /plugins`.
     pub async fn plugins(&self) -> Result<Value, ClientError> {
-        self.send(self.http.get(self.url("/plugins"))).await
+        self.read(self.http.get(self.url("/plugins"))).await
     }
 
     /// `GET /health`.
     pub async fn health(&self) -> Result<Value, ClientError> {
-        self.send(self.http.get(self.url("/health"))).await
+        self.read(self.http.get(self.url("/health"))).await
     }
 
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
-    async fn send(&self, mut request: reqwest::RequestBuilder) -> Result<Value, ClientError> {
-        if let Some(token) = &self.token {
+    /// Sends a read, with the read token if there is one.
+    async fn read(&self, request: reqwest::RequestBuilder) -> Result<Value, ClientError> {
+        self.send(request, self.read_token.as_ref().or(self.token.as_ref()))
+            .await
+    }
+
+    /// Sends a change, with the API token.
+    async fn change(&self, request: reqwest::RequestBuilder) -> Result<Value, ClientError> {
+        self.send(request, self.token.as_ref()).await
+    }
+
+    async fn send(
+        &self,
+        mut request: reqwest::RequestBuilder,
+        token: Option<&String>,
+    ) -> Result<Value, ClientError> {
+        if let Some(token) = token {
             request = request.bearer_auth(token);
         }
         let response = request
             .send()
             .await
-            .map_err(|source| ClientError::Unreachable { url: self.base.clone(), source })?;
+            .map_err(|source| ClientError::Unreachable {
+                url: self.base.clone(),
+                source,
+            })?;
         let status = response.status();
         let body: Value = response.json().await.map_err(|e| ClientError::Protocol {
             url: self.base.clone(),
@@ -89,6 +132,10 @@ impl Client {
             return Ok(body);
         }
         let field = |name: &str| body["error"][name].as_str().unwrap_or_default().to_string();
-        Err(ClientError::Api { status: status.as_u16(), code: field("code"), message: field("message") })
+        Err(ClientError::Api {
+            status: status.as_u16(),
+            code: field("code"),
+            message: field("message"),
+        })
     }
 }

@@ -1,10 +1,10 @@
 //! API errors: one type, rendered as JSON with a stable machine-readable `code` and a message
 //! that tells the caller what to do. Database internals never leak into a response.
 
-use axum::extract::rejection::JsonRejection;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -20,7 +20,8 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// Stable identifier: `invalid_json`, `invalid_request`, `unknown_task_type`,
-    /// `payload_too_large`, `unauthorized`, `not_found`, `conflict`, `unsupported_media_type`,
+    /// `payload_too_large`, `unauthorized`, `forbidden_host`, `forbidden_origin`, `not_found`,
+    /// `method_not_allowed`, `conflict`, `request_timeout`, `unsupported_media_type`,
     /// `unavailable`, `internal`.
     pub code: &'static str,
     /// Human-readable explanation with the fix.
@@ -44,7 +45,12 @@ impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             status,
-            detail: ErrorDetail { code, message: message.into(), known_task_types: None, index: None },
+            detail: ErrorDetail {
+                code,
+                message: message.into(),
+                known_task_types: None,
+                index: None,
+            },
         }
     }
 
@@ -57,7 +63,11 @@ impl ApiError {
     }
 
     pub fn unknown_task_type(task_type: &str, known: Vec<String>) -> Self {
-        let listed = if known.is_empty() { "none: add NAME.wasm to the plugin folder".to_string() } else { known.join(", ") };
+        let listed = if known.is_empty() {
+            "none: add NAME.wasm to the plugin folder".to_string()
+        } else {
+            known.join(", ")
+        };
         let mut error = ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "unknown_task_type",
@@ -67,12 +77,19 @@ impl ApiError {
         error
     }
 
-    pub fn unauthorized() -> Self {
-        ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "this host requires an API token for changes: send `Authorization: Bearer <token>` (the CLI reads SPOOL_API_TOKEN)",
-        )
+    /// A request without a token that allows it; answered with `WWW-Authenticate: Bearer`.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    /// A request this host refuses to serve whoever sends it (a foreign `Host` or `Origin`).
+    pub fn forbidden(code: &'static str, message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::FORBIDDEN, code, message)
+    }
+
+    /// A malformed path or query parameter.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
     }
 
     /// Marks which task of a batch the error is about.
@@ -85,7 +102,32 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(ErrorBody { error: self.detail })).into_response()
+        let status = self.status;
+        let mut response = (status, Json(ErrorBody { error: self.detail })).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        ApiError::bad_request(format!(
+            "{}; a task id is a whole number up to 9223372036854775807",
+            rejection.body_text()
+        ))
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        ApiError::bad_request(format!(
+            "{}; status is one of pending, running, done, failed, cancelled, limit is 1 to 1000 and before a task id",
+            rejection.body_text()
+        ))
     }
 }
 
@@ -104,8 +146,12 @@ impl From<std::sync::Arc<StoreError>> for ApiError {
 impl From<&StoreError> for ApiError {
     fn from(error: &StoreError) -> Self {
         match error {
-            StoreError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", error.to_string()),
-            StoreError::Conflict { .. } => ApiError::new(StatusCode::CONFLICT, "conflict", error.to_string()),
+            StoreError::NotFound(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found", error.to_string())
+            }
+            StoreError::Conflict { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "conflict", error.to_string())
+            }
             StoreError::Database(_) | StoreError::Closed => {
                 tracing::error!("database error serving a request: {error}");
                 ApiError::new(
@@ -116,7 +162,11 @@ impl From<&StoreError> for ApiError {
             }
             _ => {
                 tracing::error!("store error serving a request: {error}");
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error; see the host's log")
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "internal error; see the host's log",
+                )
             }
         }
     }
@@ -128,7 +178,10 @@ impl From<JsonRejection> for ApiError {
             JsonRejection::JsonSyntaxError(_) => ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "invalid_json",
-                format!("the request body is not valid JSON: {}", rejection.body_text()),
+                format!(
+                    "the request body is not valid JSON: {}",
+                    rejection.body_text()
+                ),
             ),
             JsonRejection::JsonDataError(_) => ApiError::invalid(format!(
                 "the request body does not have the expected fields: {}",
@@ -142,7 +195,11 @@ impl From<JsonRejection> for ApiError {
             _ if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::too_large(
                 "the request body is larger than this host accepts (max_body); split the batch or shrink the payloads",
             ),
-            _ => ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", rejection.body_text()),
+            _ => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                rejection.body_text(),
+            ),
         }
     }
 }

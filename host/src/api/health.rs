@@ -1,8 +1,8 @@
 //! `GET /health`: is this host serving, does its database answer, what can it run.
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::Json;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
@@ -15,16 +15,35 @@ use crate::store::StatusCounts;
 pub struct Health {
     /// `ok`, or `unavailable` when the database does not answer.
     pub status: String,
-    /// `ok` or the database error.
+    /// `ok`, or which database does not answer (its address without credentials; the
+    /// driver's error text stays in the host's log).
     pub database: String,
     /// This host's lease-owner name.
     pub host_id: String,
+    /// The host that runs maintenance (rescuer) for every host on this database, as this host
+    /// last saw it; absent while unknown (the database is away).
+    pub leader: Option<String>,
+    /// Whether this host is that leader.
+    pub leading: bool,
     /// Task types this host runs.
     pub task_types: Vec<String>,
     /// Plugins that failed to load, with the reason.
     pub plugin_errors: std::collections::BTreeMap<String, String>,
     /// Tasks per state (absent when the database is unavailable).
     pub counts: Option<StatusCounts>,
+    /// Pending tasks of types this host has no plugin for, with why they wait
+    /// ("no plugin for type X"); absent when the database is unavailable.
+    pub waiting_without_plugin: Option<std::collections::BTreeMap<String, WaitingType>>,
+    /// Services of this host that died (dispatcher, completer), with why; the host stops.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub failed_services: std::collections::BTreeMap<String, String>,
+}
+
+/// Pending tasks of a type no plugin here runs.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WaitingType {
+    pub pending: u64,
+    pub reason: String,
 }
 
 /// Health of this host and its database.
@@ -34,18 +53,67 @@ pub struct Health {
         (status = 503, description = "The database does not answer", body = Health),
     ))]
 pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Health>) {
-    let counts = state.store.counts().await;
-    let (status, database, counts) = match counts {
-        Ok(counts) => (StatusCode::OK, "ok".to_string(), Some(counts)),
-        Err(error) => (StatusCode::SERVICE_UNAVAILABLE, error.to_string(), None),
+    let answers = async {
+        Ok::<_, crate::store::StoreError>((
+            state.store.counts().await?,
+            state.store.pending_by_type().await?,
+        ))
+    };
+    let (status, database, counts, waiting) = match answers.await {
+        Ok((counts, pending)) => {
+            let loaded: std::collections::BTreeSet<String> =
+                state.registry.task_types().into_iter().collect();
+            let waiting = pending
+                .into_iter()
+                .filter(|(task_type, _)| !loaded.contains(task_type))
+                .map(|(task_type, pending)| {
+                    let reason = super::plugins::no_plugin_message(&task_type);
+                    (task_type, WaitingType { pending, reason })
+                })
+                .collect();
+            (
+                StatusCode::OK,
+                "ok".to_string(),
+                Some(counts),
+                Some(waiting),
+            )
+        }
+        Err(error) => {
+            tracing::warn!("health check: the database does not answer: {error}");
+            let database = format!(
+                "unavailable: the task database {} does not answer",
+                crate::store::describe_url(&state.config.database_url)
+            );
+            (StatusCode::SERVICE_UNAVAILABLE, database, None, None)
+        }
+    };
+    let failed_services: std::collections::BTreeMap<String, String> = state
+        .failures
+        .all()
+        .into_iter()
+        .map(|(name, why)| (name.to_string(), why))
+        .collect();
+    let status = if failed_services.is_empty() {
+        status
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
     };
     let health = Health {
-        status: if status == StatusCode::OK { "ok" } else { "unavailable" }.to_string(),
+        status: if status == StatusCode::OK {
+            "ok"
+        } else {
+            "unavailable"
+        }
+        .to_string(),
         database,
         host_id: state.host_id.clone(),
+        leader: state.leadership.leader(),
+        leading: state.leadership.is_leader(),
         task_types: state.registry.task_types(),
         plugin_errors: state.registry.errors(),
         counts,
+        waiting_without_plugin: waiting,
+        failed_services,
     };
     (status, Json(health))
 }

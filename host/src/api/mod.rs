@@ -9,13 +9,20 @@
 pub mod auth;
 pub mod client;
 pub mod error;
+pub mod guard;
 pub mod health;
 pub mod plugins;
+pub mod server;
+pub mod spec;
 pub mod tasks;
 
-use axum::extract::{DefaultBodyLimit, FromRequest};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use tokio::sync::Notify;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -41,14 +48,39 @@ pub struct AppState {
     pub enqueuer: crate::enqueue::Enqueuer,
     /// Attempts running here, so a cancel can interrupt them.
     pub in_flight: Arc<crate::worker::in_flight::InFlight>,
+    /// Which host runs maintenance.
+    pub leadership: Arc<crate::worker::leader::Leadership>,
+    /// Services that died (the host is then stopping); `/health` reports them.
+    pub failures: Arc<crate::worker::supervisor::ServiceFailures>,
     /// Attempt times and the due backlog, for estimated completion times.
     pub estimates: Arc<crate::worker::estimates::Estimates>,
 }
 
-/// A JSON body whose rejections (malformed JSON, wrong fields, too large) are [`ApiError`]s.
-#[derive(FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+/// A JSON body whose rejections (malformed JSON, wrong fields, too large) are [`ApiError`]s,
+/// and which must arrive within the body timeout (408 `request_timeout` otherwise).
 pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<Arc<AppState>> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &Arc<AppState>) -> Result<Self, ApiError> {
+        let timeout = state.config.body_timeout;
+        match tokio::time::timeout(timeout, Json::<T>::from_request(request, state)).await {
+            Ok(Ok(Json(value))) => Ok(ApiJson(value)),
+            Ok(Err(rejection)) => Err(rejection.into()),
+            Err(_) => Err(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                format!("the request body did not arrive within {timeout:?} (body_timeout)"),
+            )),
+        }
+    }
+}
+
+/// Path parameters whose rejections (an id that is not a 64-bit number) are [`ApiError`]s.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct ApiPath<T>(pub T);
 
 #[derive(OpenApi)]
 #[openapi(
@@ -83,7 +115,10 @@ fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
         .routes(routes!(tasks::enqueue_batch))
         .routes(routes!(tasks::retry_task))
         .routes(routes!(tasks::cancel_task));
-    OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(reads).merge(writes).split_for_parts()
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(reads)
+        .merge(writes)
+        .split_for_parts()
 }
 
 /// The OpenAPI description of this API.
@@ -93,12 +128,53 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The whole HTTP application.
 pub fn router(state: Arc<AppState>) -> Router {
-    let (routes, spec) = api();
-    let spec = Arc::new(spec);
+    let (routes, base) = api();
+    let spec = Arc::new(spec::describe(&state.config, base));
     let body_limit = state.config.max_body_bytes;
+    let host_policy = Arc::new(guard::HostPolicy::new(&state.config));
     routes
-        .route("/openapi.json", get(move || async move { Json(spec.as_ref().clone()) }))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token_for_changes))
+        .route(
+            "/openapi.json",
+            get(move |State(state): State<Arc<AppState>>| async move {
+                Json(spec::with_task_types(&spec, state.registry.task_types()))
+            }),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            host_policy,
+            guard::check_host_and_origin,
+        ))
+        .layer(axum::middleware::from_fn(json_for_bare_errors))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)
+}
+
+/// Gives the router's own answers for an unknown route (404) or method (405), which have no
+/// body, the JSON error shape every other error has (keeping `Allow`).
+async fn json_for_bare_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if response.headers().contains_key(header::CONTENT_TYPE) {
+        return response;
+    }
+    let error = match response.status() {
+        StatusCode::NOT_FOUND => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no such route; GET /openapi.json lists them",
+        ),
+        StatusCode::METHOD_NOT_ALLOWED => ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "this route does not take this method; the Allow header lists the ones it takes",
+        ),
+        _ => return response,
+    };
+    let mut json = error.into_response();
+    if let Some(allow) = response.headers().get(header::ALLOW) {
+        json.headers_mut().insert(header::ALLOW, allow.clone());
+    }
+    json
 }

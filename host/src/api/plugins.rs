@@ -1,15 +1,15 @@
 //! `GET /plugins`: the task types this host runs, their versions and policies, and the plugin
 //! files that failed to load.
 
-use axum::extract::State;
 use axum::Json;
+use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
 
-use super::error::ApiError;
 use super::AppState;
+use super::error::ApiError;
 use crate::plugins::manifest::Capabilities;
 
 /// A loaded task type.
@@ -66,14 +66,25 @@ pub struct UnloadedView {
 pub struct PluginsView {
     /// The plugin folder.
     pub folder: String,
+    /// The grants root: the folder grants' `host` paths are relative to.
+    pub grants_root: String,
     pub plugins: Vec<PluginView>,
     pub unloaded: Vec<UnloadedView>,
+}
+
+/// What a host says about pending tasks of a type it has no plugin for.
+pub fn no_plugin_message(task_type: &str) -> String {
+    format!(
+        "no plugin for type {task_type}: its tasks wait pending until {task_type}.wasm is added to the plugin folder"
+    )
 }
 
 /// The plugins of this host.
 #[utoipa::path(get, path = "/plugins", tag = "host",
     responses((status = 200, description = "Loaded task types and load errors", body = PluginsView)))]
-pub async fn list_plugins(State(state): State<Arc<AppState>>) -> Result<Json<PluginsView>, ApiError> {
+pub async fn list_plugins(
+    State(state): State<Arc<AppState>>,
+) -> Result<Json<PluginsView>, ApiError> {
     let pending = state.store.pending_by_type().await?;
     let errors = state.registry.errors();
     let removed = state.registry.removed();
@@ -107,19 +118,48 @@ pub async fn list_plugins(State(state): State<Arc<AppState>>) -> Result<Json<Plu
             }
         })
         .collect();
-    let loaded: std::collections::BTreeSet<&str> = plugins.iter().map(|p| p.task_type.as_str()).collect();
-    let mut unloaded: std::collections::BTreeMap<String, UnloadedView> = std::collections::BTreeMap::new();
+    let loaded: std::collections::BTreeSet<&str> =
+        plugins.iter().map(|p| p.task_type.as_str()).collect();
+    let mut unloaded: std::collections::BTreeMap<String, UnloadedView> =
+        std::collections::BTreeMap::new();
     for (task_type, error) in errors.iter().filter(|(t, _)| !loaded.contains(t.as_str())) {
-        unloaded.insert(task_type.clone(), UnloadedView { task_type: task_type.clone(), error: Some(error.clone()), removed_at: None, pending: pending.get(task_type).copied().unwrap_or(0) });
+        unloaded.insert(
+            task_type.clone(),
+            UnloadedView {
+                task_type: task_type.clone(),
+                error: Some(error.clone()),
+                removed_at: None,
+                pending: pending.get(task_type).copied().unwrap_or(0),
+            },
+        );
     }
     for (task_type, at) in removed.iter().filter(|(t, _)| !loaded.contains(t.as_str())) {
-        let entry = unloaded.entry(task_type.clone()).or_insert_with(|| UnloadedView {
-            task_type: task_type.clone(),
-            error: None,
-            removed_at: None,
-            pending: pending.get(task_type).copied().unwrap_or(0),
-        });
+        let entry = unloaded
+            .entry(task_type.clone())
+            .or_insert_with(|| UnloadedView {
+                task_type: task_type.clone(),
+                error: None,
+                removed_at: None,
+                pending: pending.get(task_type).copied().unwrap_or(0),
+            });
         entry.removed_at = Some(*at);
     }
-    Ok(Json(PluginsView { folder: state.config.plugin_dir.display().to_string(), plugins, unloaded: unloaded.into_values().collect() }))
+    // Tasks of types no plugin here has ever served: enqueued by application SQL or another
+    // host for a type this host does not have. They wait, pending, until a plugin arrives.
+    for (task_type, count) in pending.iter().filter(|(t, _)| !loaded.contains(t.as_str())) {
+        unloaded
+            .entry(task_type.clone())
+            .or_insert_with(|| UnloadedView {
+                task_type: task_type.clone(),
+                error: Some(no_plugin_message(task_type)),
+                removed_at: None,
+                pending: *count,
+            });
+    }
+    Ok(Json(PluginsView {
+        folder: state.config.plugin_dir.display().to_string(),
+        grants_root: state.config.grants_root.display().to_string(),
+        plugins,
+        unloaded: unloaded.into_values().collect(),
+    }))
 }

@@ -1,9 +1,9 @@
 //! The task endpoints: enqueue (one or a batch), read, list, retry, cancel.
 
-use axum::extract::{Path, Query, State};
+use axum::Json;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -11,38 +11,62 @@ use std::time::Duration;
 use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ErrorBody};
-use super::{ApiJson, AppState};
-use crate::enqueue::{prepare, RejectReason, TaskRequest};
+use super::{ApiJson, ApiPath, AppState};
+use crate::enqueue::{RejectReason, TaskRequest, prepare};
 use crate::store::TaskFilter;
-use crate::task::{chrono_duration, Enqueued, NewTask, Status, Task, TaskId};
-use crate::worker::estimates::{estimate_done, Capacity};
+use crate::task::{Enqueued, NewTask, Status, Task, TaskId, chrono_duration};
+use crate::worker::estimates::{Capacity, estimate_done};
 
-/// Default and largest page of a listing.
+/// Default and largest page of a listing, in tasks.
 const DEFAULT_PAGE: usize = 50;
 const MAX_PAGE: usize = 1000;
+/// A listing page stops taking tasks once their payloads, results, logs and errors would pass
+/// this many bytes (a page holds at least one task, however large).
+pub const PAGE_BYTES: usize = 4 << 20;
+/// Tasks are read from the database a few at a time while a page fills, so that a listing
+/// holds about this many bytes of rows at once even when every row is as large as allowed.
+const READ_BYTES: usize = 16 << 20;
+/// What an attempt's error and progress note may add to a row, beyond payload, result and log.
+const ROW_EXTRA_BYTES: usize = 64 << 10;
+
+/// The longest `delay`: 100 years of 365.25 days.
+pub const MAX_DELAY: Duration = Duration::from_secs(36_525 * 86_400);
+/// The pattern `delay` text follows: a whole number and one unit, each unit's number short
+/// enough to stay within [`MAX_DELAY`]. [`Delay::to_duration`] accepts exactly these.
+pub const DELAY_PATTERN: &str = "^([0-9]{1,12}ms|[0-9]{1,9}s|[0-9]{1,7}m|[0-9]{1,5}h|[0-9]{1,4}d)$";
 
 /// A task to enqueue.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnqueueRequest {
-    /// The task type: a plugin `TASK_TYPE.wasm` must be loaded on this host.
+    /// The task type: a plugin `TASK_TYPE.wasm` must be loaded on this host (the enum lists the
+    /// types this host ran when it served this description; plugins may come and go).
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
     pub task_type: String,
     /// Any JSON value; handed to the handler as text. Defaults to `{}`.
     #[serde(default = "empty_object")]
-    #[schema(value_type = Object)]
+    #[schema(value_type = Value)]
     pub payload: serde_json::Value,
     /// Higher runs first; defaults to the task type's manifest priority, else 0.
+    #[schema(minimum = -2147483648, maximum = 2147483647)]
+    #[serde(default, deserialize_with = "whole_number")]
     pub priority: Option<i32>,
-    /// Run no earlier than this time (RFC 3339). Excludes `delay`.
+    /// Run no earlier than this time (RFC 3339, years 0000 to 9999; a time before 1970 counts
+    /// as 1970-01-01T00:00:00Z). Excludes `delay`.
     pub run_at: Option<DateTime<Utc>>,
-    /// Run no earlier than this long from now: seconds as a number, or text such as "90s" or
-    /// "5m". Excludes `run_at`.
-    #[schema(value_type = Option<String>, example = "30s")]
+    /// Run no earlier than this long from now, at most 100 years: seconds as a number, or a
+    /// whole number with one unit (`ms`, `s`, `m`, `h`, `d`) such as "90s", "5m" or "36h".
+    /// Excludes `run_at`.
+    #[schema(schema_with = delay_schema)]
     pub delay: Option<Delay>,
-    /// Retries after the first attempt; defaults to the task type's manifest, else the host's.
+    /// Retries after the first attempt (at most 1000); defaults to the task type's manifest,
+    /// else the host's.
+    #[schema(maximum = 1000)]
+    #[serde(default, deserialize_with = "whole_number")]
     pub max_retry: Option<u32>,
     /// At most one task per (task type, key): enqueueing the same key again returns the
-    /// existing task with `duplicate: true`.
+    /// existing task with `duplicate: true`. 1 to 255 characters.
+    #[schema(min_length = 1, max_length = 255)]
     pub idempotency_key: Option<String>,
 }
 
@@ -50,7 +74,55 @@ fn empty_object() -> serde_json::Value {
     serde_json::Value::Object(Default::default())
 }
 
-/// A delay given as seconds or as a human-readable duration.
+/// An optional whole number that fits `T`, written as JSON Schema's `integer` allows: `7` or
+/// `7.0`, not `7.5`.
+fn whole_number<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<i64>,
+{
+    use serde::de::Error;
+    let Some(number) = Option::<serde_json::Number>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    let whole = number.as_i64().or_else(|| {
+        // Exactly representable and within i64: the float is that whole number.
+        number
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+            .map(|f| f as i64)
+    });
+    let fits = whole.and_then(|n| T::try_from(n).ok());
+    fits.map(Some).ok_or_else(|| {
+        D::Error::custom(format!(
+            "{number} is not a whole number in range ({})",
+            std::any::type_name::<T>()
+        ))
+    })
+}
+
+/// The schema of `delay`: null, a number of seconds, or text in [`DELAY_PATTERN`].
+fn delay_schema() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, SchemaType, Type};
+    OneOfBuilder::new()
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .item(
+            ObjectBuilder::new()
+                .schema_type(SchemaType::new(Type::Number))
+                .minimum(Some(0.0))
+                .maximum(Some(MAX_DELAY.as_secs_f64())),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some(DELAY_PATTERN)),
+        )
+        .examples([serde_json::json!("30s")])
+        .build()
+        .into()
+}
+
+/// A delay given as seconds or as a whole number with a unit.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub enum Delay {
@@ -59,16 +131,61 @@ pub enum Delay {
 }
 
 impl Delay {
+    /// The delay, if it is one [`delay_schema`] describes.
     fn to_duration(&self) -> Result<Duration, ApiError> {
+        let out_of_range = || {
+            ApiError::invalid(format!(
+                "delay {self} is out of range: at most 100 years (3155760000 seconds)"
+            ))
+        };
+        let duration = match self {
+            Delay::Seconds(s) if *s >= 0.0 => Duration::try_from_secs_f64(*s).map_err(|_| out_of_range())?,
+            Delay::Seconds(s) => return Err(ApiError::invalid(format!("delay {s} must be zero or more seconds"))),
+            Delay::Text(text) => parse_delay(text).ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "delay `{text}` is not a duration: write a whole number with one unit, ms, s, m, h or d (\"90s\", \"5m\", \"36h\"), or seconds as a number"
+                ))
+            })?,
+        };
+        if duration > MAX_DELAY {
+            return Err(out_of_range());
+        }
+        Ok(duration)
+    }
+}
+
+impl std::fmt::Display for Delay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Delay::Seconds(s) if s.is_finite() && *s >= 0.0 => Duration::try_from_secs_f64(*s)
-                .map_err(|_| ApiError::invalid(format!("delay {s} is out of range"))),
-            Delay::Seconds(s) => Err(ApiError::invalid(format!("delay {s} must be zero or more seconds"))),
-            Delay::Text(text) => humantime::parse_duration(text).map_err(|e| {
-                ApiError::invalid(format!("delay `{text}` is not a duration ({e}); write e.g. \"30s\" or \"5m\""))
-            }),
+            Delay::Seconds(s) => write!(f, "{s}"),
+            Delay::Text(text) => write!(f, "`{text}`"),
         }
     }
+}
+
+/// Parses text that matches [`DELAY_PATTERN`], and nothing else.
+fn parse_delay(text: &str) -> Option<Duration> {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    let (unit_ms, most_digits) = match unit {
+        "ms" => (1, 12),
+        "s" => (1_000, 9),
+        "m" => (60_000, 7),
+        "h" => (3_600_000, 5),
+        "d" => (86_400_000, 4),
+        _ => return None,
+    };
+    if !(1..=most_digits).contains(&digits) {
+        return None;
+    }
+    Some(Duration::from_millis(number.parse::<u64>().ok()? * unit_ms))
+}
+
+/// The latest `run_at` accepted: the end of year 9999, the last an RFC 3339 time can name.
+fn latest_run_at() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("9999-12-31T23:59:59.999999999Z")
+        .expect("a valid time")
+        .to_utc()
 }
 
 /// A batch of tasks, inserted all together or not at all.
@@ -84,7 +201,8 @@ pub struct TaskView {
     pub id: TaskId,
     pub task_type: String,
     pub status: Status,
-    #[schema(value_type = Object)]
+    /// The payload as enqueued: any JSON value.
+    #[schema(value_type = Value)]
     pub payload: serde_json::Value,
     pub priority: i32,
     /// Attempts started so far.
@@ -98,7 +216,7 @@ pub struct TaskView {
     pub idempotency_key: Option<String>,
     /// The handler's result on success: parsed JSON when the handler returned JSON text,
     /// otherwise the text as a string.
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Value)]
     pub result: Option<serde_json::Value>,
     /// The latest failure's message.
     pub last_error: Option<String>,
@@ -125,7 +243,8 @@ pub struct TaskView {
 
 impl From<Task> for TaskView {
     fn from(task: Task) -> Self {
-        let attempts = task.retry_count + u32::from(matches!(task.status, Status::Running | Status::Done));
+        let attempts =
+            task.retry_count + u32::from(matches!(task.status, Status::Running | Status::Done));
         TaskView {
             id: task.id,
             task_type: task.task_type,
@@ -137,9 +256,9 @@ impl From<Task> for TaskView {
             max_retry: task.max_retry,
             next_run_at: task.next_run_at,
             idempotency_key: task.idempotency_key,
-            result: task.result.map(|text| {
-                serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
-            }),
+            result: task
+                .result
+                .map(|text| serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))),
             last_error: task.last_error,
             progress: task.progress,
             progress_note: task.progress_note,
@@ -169,7 +288,10 @@ impl EnqueueResponse {
     fn new(enqueued: Enqueued, estimated_done_at: Option<DateTime<Utc>>) -> Self {
         let mut task = TaskView::from(enqueued.task);
         task.estimated_done_at = estimated_done_at;
-        EnqueueResponse { task, duplicate: enqueued.duplicate }
+        EnqueueResponse {
+            task,
+            duplicate: enqueued.duplicate,
+        }
     }
 }
 
@@ -177,7 +299,10 @@ impl EnqueueResponse {
 /// the due backlog of its type and behind the tasks of its type earlier in the same request.
 async fn estimate(state: &AppState, enqueued: &[Enqueued]) -> Vec<Option<DateTime<Utc>>> {
     // No attempt of these types has finished here yet: nothing to estimate, no backlog to read.
-    if enqueued.iter().all(|e| state.estimates.mean_attempt(&e.task.task_type).is_none()) {
+    if enqueued
+        .iter()
+        .all(|e| state.estimates.mean_attempt(&e.task.task_type).is_none())
+    {
         return vec![None; enqueued.len()];
     }
     let now = Utc::now();
@@ -199,7 +324,9 @@ async fn estimate(state: &AppState, enqueued: &[Enqueued]) -> Vec<Option<DateTim
         .iter()
         .map(|e| {
             let task = &e.task;
-            let position = earlier_in_request.entry(task.task_type.as_str()).or_default();
+            let position = earlier_in_request
+                .entry(task.task_type.as_str())
+                .or_default();
             let ahead = backlog.as_ref()?.get(&task.task_type).copied().unwrap_or(0) + *position;
             *position += 1;
             if task.status != Status::Pending {
@@ -211,14 +338,28 @@ async fn estimate(state: &AppState, enqueued: &[Enqueued]) -> Vec<Option<DateTim
 }
 
 /// The estimate for a pending task with `ahead` due tasks of its type before it.
-fn estimate_pending(state: &AppState, task: &Task, ahead: u64, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+fn estimate_pending(
+    state: &AppState,
+    task: &Task,
+    ahead: u64,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
     let mean = state.estimates.mean_attempt(&task.task_type)?;
     let plugin = state.registry.get(&task.task_type)?;
     let capacity = Capacity {
-        slots: plugin.policy.concurrency.unwrap_or(state.config.concurrency).min(state.config.concurrency),
+        slots: plugin
+            .policy
+            .concurrency
+            .unwrap_or(state.config.concurrency)
+            .min(state.config.concurrency),
         rate: plugin.policy.rate,
     };
-    Some(estimate_done(task.next_run_at.max(now), ahead, capacity, mean))
+    Some(estimate_done(
+        task.next_run_at.max(now),
+        ahead,
+        capacity,
+        mean,
+    ))
 }
 
 /// The estimate for one task being looked at: behind exactly the due tasks of its type that
@@ -230,7 +371,10 @@ async fn estimate_one(state: &AppState, task: &Task) -> Result<Option<DateTime<U
             let ahead = state.store.count_ahead(task, now).await?;
             estimate_pending(state, task, ahead, now)
         }
-        Status::Running => match (state.estimates.mean_attempt(&task.task_type), task.attempted_at) {
+        Status::Running => match (
+            state.estimates.mean_attempt(&task.task_type),
+            task.attempted_at,
+        ) {
             (Some(mean), Some(started)) => Some((started + chrono_duration(mean)).max(now)),
             _ => None,
         },
@@ -254,9 +398,12 @@ pub struct ListQuery {
     #[serde(rename = "type")]
     #[param(rename = "type")]
     pub task_type: Option<String>,
-    /// Page size (default 50, at most 1000).
-    pub limit: Option<usize>,
+    /// Most tasks in the page, 1 to 1000 (default 50). A page also ends early once its
+    /// tasks' payloads, results, logs and errors reach 4 MiB.
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u16>,
     /// Only tasks with smaller ids: pass the previous page's `next_before`.
+    #[param(value_type = Option<i64>)]
     pub before: Option<TaskId>,
 }
 
@@ -264,15 +411,28 @@ pub struct ListQuery {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TaskPage {
     pub tasks: Vec<TaskView>,
-    /// The cursor for the next page, absent on the last page.
+    /// The cursor for the next page (pass it as `before`); absent on the last page. Present
+    /// whenever the page ended at `limit` or at 4 MiB, so the next page may be empty.
     pub next_before: Option<TaskId>,
 }
 
 /// Validates a request and applies defaults (shared with follow-up tasks: [`prepare`]).
-fn new_task(request: EnqueueRequest, state: &AppState, now: DateTime<Utc>) -> Result<NewTask, ApiError> {
+fn new_task(
+    request: EnqueueRequest,
+    state: &AppState,
+    now: DateTime<Utc>,
+) -> Result<NewTask, ApiError> {
     let run_at = match (request.run_at, &request.delay) {
-        (Some(_), Some(_)) => return Err(ApiError::invalid("give either run_at or delay, not both")),
-        (Some(at), None) => at,
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid("give either run_at or delay, not both"));
+        }
+        (Some(at), None) if at > latest_run_at() => {
+            return Err(ApiError::invalid(format!(
+                "run_at {at} is out of range: at most 9999-12-31T23:59:59Z"
+            )));
+        }
+        // Every database can store it, and a task due long ago is simply due.
+        (Some(at), None) => at.max(DateTime::UNIX_EPOCH),
         (None, Some(delay)) => now + chrono_duration(delay.to_duration()?),
         (None, None) => now,
     };
@@ -284,8 +444,12 @@ fn new_task(request: EnqueueRequest, state: &AppState, now: DateTime<Utc>) -> Re
         run_at,
         idempotency_key: request.idempotency_key,
     };
-    prepare(request, &state.registry, state.config.max_payload_bytes).map_err(|reason| match reason {
-        RejectReason::UnknownTaskType { ref task_type, ref known } => ApiError::unknown_task_type(task_type, known.clone()),
+    prepare(request, &state.registry, state.config.max_payload_bytes).map_err(|reason| match reason
+    {
+        RejectReason::UnknownTaskType {
+            ref task_type,
+            ref known,
+        } => ApiError::unknown_task_type(task_type, known.clone()),
         RejectReason::PayloadTooLarge { .. } => ApiError::too_large(reason.to_string()),
         other => ApiError::invalid(other.to_string()),
     })
@@ -293,13 +457,13 @@ fn new_task(request: EnqueueRequest, state: &AppState, now: DateTime<Utc>) -> Re
 
 /// Enqueue a task.
 #[utoipa::path(post, path = "/tasks", tag = "tasks", request_body = EnqueueRequest,
-    security((), ("bearer" = [])),
     responses(
         (status = 201, description = "Enqueued", body = EnqueueResponse),
         (status = 200, description = "A task with this idempotency key already exists; it is returned and nothing was inserted", body = EnqueueResponse),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
-        (status = 401, description = "Missing or wrong API token", body = ErrorBody),
+        (status = 408, description = "The body did not arrive within the body timeout", body = ErrorBody),
         (status = 413, description = "Payload or body too large", body = ErrorBody),
+        (status = 415, description = "The body is not sent as `Content-Type: application/json`", body = ErrorBody),
         (status = 422, description = "Missing or invalid fields, or an unknown task type", body = ErrorBody),
     ))]
 pub async fn enqueue(
@@ -307,23 +471,35 @@ pub async fn enqueue(
     ApiJson(request): ApiJson<EnqueueRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
     let task = new_task(request, &state, Utc::now())?;
-    let enqueued = state.enqueuer.enqueue(vec![task]).await?.pop().expect("one result per task");
+    let enqueued = state
+        .enqueuer
+        .enqueue(vec![task])
+        .await?
+        .pop()
+        .expect("one result per task");
     if !enqueued.duplicate {
         state.wake.notify_one();
     }
-    let status = if enqueued.duplicate { StatusCode::OK } else { StatusCode::CREATED };
-    let estimated = estimate(&state, std::slice::from_ref(&enqueued)).await.pop().flatten();
+    let status = if enqueued.duplicate {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    let estimated = estimate(&state, std::slice::from_ref(&enqueued))
+        .await
+        .pop()
+        .flatten();
     Ok((status, Json(EnqueueResponse::new(enqueued, estimated))))
 }
 
 /// Enqueue many tasks in one transaction: all are inserted, or none.
 #[utoipa::path(post, path = "/tasks/batch", tag = "tasks", request_body = BatchRequest,
-    security((), ("bearer" = [])),
     responses(
         (status = 201, description = "Enqueued, in request order", body = BatchResponse),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
-        (status = 401, description = "Missing or wrong API token", body = ErrorBody),
+        (status = 408, description = "The body did not arrive within the body timeout", body = ErrorBody),
         (status = 413, description = "Body, batch or a payload too large", body = ErrorBody),
+        (status = 415, description = "The body is not sent as `Content-Type: application/json`", body = ErrorBody),
         (status = 422, description = "A task is invalid (its index is given); nothing was inserted", body = ErrorBody),
     ))]
 pub async fn enqueue_batch(
@@ -349,7 +525,11 @@ pub async fn enqueue_batch(
         state.wake.notify_one();
     }
     let estimates = estimate(&state, &enqueued).await;
-    let tasks = enqueued.into_iter().zip(estimates).map(|(e, at)| EnqueueResponse::new(e, at)).collect();
+    let tasks = enqueued
+        .into_iter()
+        .zip(estimates)
+        .map(|(e, at)| EnqueueResponse::new(e, at))
+        .collect();
     Ok((StatusCode::CREATED, Json(BatchResponse { tasks })))
 }
 
@@ -358,11 +538,12 @@ pub async fn enqueue_batch(
     params(("id" = i64, Path, description = "Task id")),
     responses(
         (status = 200, description = "The task", body = TaskView),
+        (status = 400, description = "The id is not a whole number within 64 bits", body = ErrorBody),
         (status = 404, description = "No such task", body = ErrorBody),
     ))]
 pub async fn get_task(
     State(state): State<Arc<AppState>>,
-    Path(id): Path<TaskId>,
+    ApiPath(id): ApiPath<TaskId>,
 ) -> Result<Json<TaskView>, ApiError> {
     let Some(task) = state.store.get(id).await? else {
         return Err(crate::store::StoreError::NotFound(id).into());
@@ -373,7 +554,9 @@ pub async fn get_task(
     Ok(Json(view))
 }
 
-/// List tasks, newest first, optionally by status and type.
+/// List tasks, newest first, optionally by status and type. A page ends at `limit` tasks, or
+/// earlier once its tasks' payloads, results, logs and errors reach 4 MiB; `next_before` then
+/// continues it.
 #[utoipa::path(get, path = "/tasks", tag = "tasks", params(ListQuery),
     responses(
         (status = 200, description = "A page of tasks", body = TaskPage),
@@ -383,32 +566,94 @@ pub async fn list_tasks(
     State(state): State<Arc<AppState>>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<TaskPage>, ApiError> {
-    let Query(query) = query.map_err(|rejection| {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", format!(
-            "{}; status is one of pending, running, done, failed, cancelled",
-            rejection.body_text()
-        ))
-    })?;
-    let limit = query.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
-    let filter = TaskFilter { status: query.status, task_type: query.task_type, before_id: query.before, limit };
-    let tasks = state.store.list(&filter).await?;
-    let next_before = (tasks.len() == limit).then(|| tasks.last().map(|t| t.id)).flatten();
-    Ok(Json(TaskPage { tasks: tasks.into_iter().map(TaskView::from).collect(), next_before }))
+    let Query(query) = query?;
+    let limit = usize::from(query.limit.unwrap_or(DEFAULT_PAGE as u16));
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::bad_request(format!(
+            "limit {limit} is out of range: 1 to {MAX_PAGE}"
+        )));
+    }
+    // Rows are read a few at a time, as many as fit READ_BYTES if each were as large as this
+    // host lets a row grow, and the page stops at PAGE_BYTES.
+    let largest_row = state.config.max_payload_bytes
+        + state.config.max_result_bytes
+        + crate::sandbox::output::DEFAULT_LOG_LIMIT
+        + ROW_EXTRA_BYTES;
+    let per_read = (READ_BYTES / largest_row).clamp(1, limit);
+    let mut filter = TaskFilter {
+        status: query.status,
+        task_type: query.task_type,
+        before_id: query.before,
+        limit: per_read,
+    };
+    let mut page: Vec<TaskView> = Vec::new();
+    let mut bytes = 0;
+    let more = 'fill: loop {
+        filter.limit = per_read.min(limit - page.len());
+        let tasks = state.store.list(&filter).await?;
+        let exhausted = tasks.len() < filter.limit;
+        for task in tasks {
+            let size = data_bytes(&task);
+            if !page.is_empty() && bytes + size > PAGE_BYTES {
+                break 'fill true;
+            }
+            bytes += size;
+            filter.before_id = Some(task.id);
+            page.push(TaskView::from(task));
+        }
+        if exhausted {
+            break false;
+        }
+        if page.len() == limit {
+            break true;
+        }
+    };
+    let next_before = if more {
+        page.last().map(|t| t.id)
+    } else {
+        None
+    };
+    Ok(Json(TaskPage {
+        tasks: page,
+        next_before,
+    }))
+}
+
+/// What a task's data weighs in a listing: its payload (as JSON), result, log, error and
+/// progress note.
+fn data_bytes(task: &Task) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut payload = Counter(0);
+    let _ = serde_json::to_writer(&mut payload, &task.payload);
+    let text = |field: &Option<String>| field.as_ref().map_or(0, String::len);
+    payload.0
+        + text(&task.result)
+        + text(&task.log)
+        + text(&task.last_error)
+        + text(&task.progress_note)
 }
 
 /// Send a failed or cancelled task back to the queue with a fresh retry budget.
 #[utoipa::path(post, path = "/tasks/{id}/retry", tag = "tasks",
     params(("id" = i64, Path, description = "Task id")),
-    security((), ("bearer" = [])),
     responses(
         (status = 200, description = "Pending again", body = TaskView),
-        (status = 401, description = "Missing or wrong API token", body = ErrorBody),
+        (status = 400, description = "The id is not a whole number within 64 bits", body = ErrorBody),
         (status = 404, description = "No such task", body = ErrorBody),
         (status = 409, description = "The task is not failed or cancelled", body = ErrorBody),
     ))]
 pub async fn retry_task(
     State(state): State<Arc<AppState>>,
-    Path(id): Path<TaskId>,
+    ApiPath(id): ApiPath<TaskId>,
 ) -> Result<Json<TaskView>, ApiError> {
     let task = state.store.retry(id, Utc::now()).await?;
     state.wake.notify_one();
@@ -419,18 +664,122 @@ pub async fn retry_task(
 /// within a lease-heartbeat on another) and its outcome discarded.
 #[utoipa::path(post, path = "/tasks/{id}/cancel", tag = "tasks",
     params(("id" = i64, Path, description = "Task id")),
-    security((), ("bearer" = [])),
     responses(
         (status = 200, description = "Cancelled", body = TaskView),
-        (status = 401, description = "Missing or wrong API token", body = ErrorBody),
+        (status = 400, description = "The id is not a whole number within 64 bits", body = ErrorBody),
         (status = 404, description = "No such task", body = ErrorBody),
         (status = 409, description = "The task already finished", body = ErrorBody),
     ))]
 pub async fn cancel_task(
     State(state): State<Arc<AppState>>,
-    Path(id): Path<TaskId>,
+    ApiPath(id): ApiPath<TaskId>,
 ) -> Result<Json<TaskView>, ApiError> {
     let task = state.store.cancel(id, Utc::now()).await?;
-    state.in_flight.cancel(id);
+    state.in_flight.cancel_task(id);
     Ok(Json(task.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_follow_their_pattern_exactly() {
+        assert_eq!(parse_delay("90s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_delay("5m"), Some(Duration::from_secs(300)));
+        assert_eq!(parse_delay("0036h"), Some(Duration::from_secs(36 * 3600)));
+        assert_eq!(
+            parse_delay("9999d"),
+            Some(Duration::from_secs(9999 * 86_400))
+        );
+        assert_eq!(
+            parse_delay("999999999999ms"),
+            Some(Duration::from_millis(999_999_999_999))
+        );
+        for bad in [
+            "",
+            "s",
+            "90",
+            "1h30m",
+            "1h 30m",
+            " 5m",
+            "5 m",
+            "5M",
+            "99999d",
+            "1000000000s",
+            "-5s",
+            "5.5s",
+            "٣s",
+            "1y",
+        ] {
+            assert_eq!(parse_delay(bad), None, "{bad:?}");
+        }
+        // Every delay the pattern allows is within the longest delay.
+        for longest in [
+            "999999999999ms",
+            "999999999s",
+            "9999999m",
+            "99999h",
+            "9999d",
+        ] {
+            assert!(parse_delay(longest).unwrap() <= MAX_DELAY, "{longest}");
+        }
+        let seconds = |s: f64| Delay::Seconds(s).to_duration().map_err(|e| e.status);
+        assert_eq!(seconds(MAX_DELAY.as_secs_f64()), Ok(MAX_DELAY));
+        assert!(seconds(MAX_DELAY.as_secs_f64() + 1.0).is_err());
+        assert!(seconds(1e300).is_err());
+        assert!(seconds(-0.5).is_err());
+    }
+
+    #[test]
+    fn whole_numbers_may_be_written_with_a_zero_fraction() {
+        #[derive(Deserialize)]
+        struct Fields {
+            #[serde(default, deserialize_with = "whole_number")]
+            n: Option<i32>,
+        }
+        let n = |text: &str| {
+            serde_json::from_str::<Fields>(text)
+                .map(|f| f.n)
+                .map_err(|_| ())
+        };
+        assert_eq!(n(r#"{"n": 7}"#), Ok(Some(7)));
+        assert_eq!(n(r#"{"n": 7.0}"#), Ok(Some(7)));
+        assert_eq!(n(r#"{"n": -2147483648}"#), Ok(Some(i32::MIN)));
+        assert_eq!(n(r#"{"n": null}"#), Ok(None));
+        assert_eq!(n("{}"), Ok(None));
+        for bad in [
+            r#"{"n": 7.5}"#,
+            r#"{"n": 2147483648}"#,
+            r#"{"n": 1e300}"#,
+            r#"{"n": "7"}"#,
+            r#"{"n": 18446744073709551615}"#,
+        ] {
+            assert_eq!(n(bad), Err(()), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_description_states_the_limits_the_code_enforces() {
+        let spec = serde_json::to_value(super::super::openapi()).unwrap();
+        let fields = &spec["components"]["schemas"]["EnqueueRequest"]["properties"];
+        assert_eq!(
+            fields["max_retry"]["maximum"],
+            serde_json::json!(crate::enqueue::MAX_RETRY)
+        );
+        assert_eq!(
+            fields["idempotency_key"]["maxLength"],
+            serde_json::json!(crate::enqueue::MAX_IDEMPOTENCY_KEY)
+        );
+        let delay = fields["delay"]["oneOf"].as_array().unwrap();
+        assert_eq!(delay[1]["maximum"].as_f64(), Some(MAX_DELAY.as_secs_f64()));
+        assert_eq!(delay[2]["pattern"], DELAY_PATTERN);
+        let limit = spec["paths"]["/tasks"]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "limit")
+            .unwrap();
+        assert_eq!(limit["schema"]["maximum"], serde_json::json!(MAX_PAGE));
+    }
 }

@@ -13,7 +13,7 @@
 //! rate = 5.0             # start at most this many tasks of the type per second on this host
 //!
 //! # Capabilities: a handler gets none unless granted here.
-//! [[dirs]]               # a host folder (relative to the plugin folder) mapped into the guest
+//! [[dirs]]               # a folder beneath the grants root (--grants-root) mapped into the guest
 //! host = "reports"
 //! guest = "/reports"
 //! writable = true        # default false: read-only
@@ -26,14 +26,23 @@
 //! ```
 //! Every field is optional; an absent one falls back to the host's configured default. Unknown
 //! fields are errors, so a typo cannot silently leave a policy unset.
+//!
+//! A folder grant's `host` is a path relative to the grants root, made of plain folder names:
+//! an absolute path, `..`, `.` or an empty component is an error here, and the folder must
+//! exist beneath the root, reached without following a symbolic link, when the manifest is
+//! loaded (it is not created). How grants are opened on each attempt, and why a grant never
+//! overlaps a writable grant of another type, is in [`crate::sandbox::grants`].
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backoff::Backoff;
 use crate::config::Defaults;
+use crate::sandbox::grants::{self, GrantError, GrantsRoot};
 
 /// The manifest file as written.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -63,7 +72,7 @@ pub struct Manifest {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DirGrant {
-    /// The folder on the host; relative paths are relative to the plugin folder.
+    /// The folder on the host, relative to the grants root (plain folder names only).
     pub host: PathBuf,
     /// Where the guest sees it, e.g. `/reports`.
     pub guest: String,
@@ -93,30 +102,49 @@ pub struct Capabilities {
     pub http_allow: Vec<String>,
 }
 
-fn names_only<S: serde::Serializer>(env: &[(String, String)], serializer: S) -> Result<S::Ok, S::Error> {
+fn names_only<S: serde::Serializer>(
+    env: &[(String, String)],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
     serializer.collect_seq(env.iter().map(|(name, _)| name))
 }
 
-/// A folder grant with its host path resolved.
+/// A folder grant, checked to exist beneath the grants root.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct GrantedDir {
+    /// The folder, relative to the grants root.
     #[schema(value_type = String)]
     pub host: PathBuf,
     pub guest: String,
     pub writable: bool,
+    /// The root the folder is opened beneath on every attempt.
+    #[serde(skip)]
+    pub root: Arc<GrantsRoot>,
+}
+
+impl GrantedDir {
+    /// Opens the folder beneath the root for one attempt, following no symbolic link.
+    pub fn open(&self) -> Result<OwnedFd, GrantError> {
+        self.root.open_grant(&self.host)
+    }
 }
 
 impl Capabilities {
     /// Whether an outbound HTTP request to `host:port` is allowed.
     pub fn http_permits(&self, host: &str, port: u16) -> bool {
         let host = host.trim_start_matches('[').trim_end_matches(']');
-        self.http_allow.iter().any(|entry| match entry.rsplit_once(':') {
-            Some((allowed, allowed_port)) if allowed_port.parse::<u16>().is_ok() => {
-                allowed.trim_start_matches('[').trim_end_matches(']').eq_ignore_ascii_case(host)
-                    && allowed_port.parse::<u16>() == Ok(port)
-            }
-            _ => entry.eq_ignore_ascii_case(host),
-        })
+        self.http_allow
+            .iter()
+            .any(|entry| match entry.rsplit_once(':') {
+                Some((allowed, allowed_port)) if allowed_port.parse::<u16>().is_ok() => {
+                    allowed
+                        .trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .eq_ignore_ascii_case(host)
+                        && allowed_port.parse::<u16>() == Ok(port)
+                }
+                _ => entry.eq_ignore_ascii_case(host),
+            })
     }
 }
 
@@ -131,7 +159,9 @@ impl TryFrom<toml::Value> for ByteSize {
         match value {
             toml::Value::Integer(n) if n > 0 => Ok(ByteSize(n as usize)),
             toml::Value::String(text) => parse_byte_size(&text).map(ByteSize),
-            other => Err(format!("expected a size such as \"64MiB\" or a byte count, found {other}")),
+            other => Err(format!(
+                "expected a size such as \"64MiB\" or a byte count, found {other}"
+            )),
         }
     }
 }
@@ -139,7 +169,9 @@ impl TryFrom<toml::Value> for ByteSize {
 /// Parses `"64MiB"`, `"512 KiB"`, `"1GiB"`, `"1048576"`.
 pub fn parse_byte_size(text: &str) -> Result<usize, String> {
     let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
     let number: usize = digits
         .parse()
@@ -149,7 +181,11 @@ pub fn parse_byte_size(text: &str) -> Result<usize, String> {
         "KiB" | "KB" | "K" => 1 << 10,
         "MiB" | "MB" | "M" => 1 << 20,
         "GiB" | "GB" | "G" => 1 << 30,
-        other => return Err(format!("unknown size unit `{other}` in `{text}`: use KiB, MiB or GiB")),
+        other => {
+            return Err(format!(
+                "unknown size unit `{other}` in `{text}`: use KiB, MiB or GiB"
+            ));
+        }
     };
     number
         .checked_mul(factor)
@@ -179,45 +215,67 @@ impl Manifest {
     pub fn parse(text: &str) -> Result<Manifest, String> {
         let manifest: Manifest = toml::from_str(text).map_err(|e| e.to_string())?;
         if let Some(jitter) = manifest.backoff_jitter
-            && !(0.0..=1.0).contains(&jitter) {
-                return Err(format!("backoff_jitter = {jitter}: use a fraction between 0 and 1"));
-            }
+            && !(0.0..=1.0).contains(&jitter)
+        {
+            return Err(format!(
+                "backoff_jitter = {jitter}: use a fraction between 0 and 1"
+            ));
+        }
         if manifest.fuel == Some(0) {
-            return Err("fuel = 0: a handler needs some fuel to run; omit the field for the default".into());
+            return Err(
+                "fuel = 0: a handler needs some fuel to run; omit the field for the default".into(),
+            );
         }
         if manifest.timeout == Some(Duration::ZERO) {
             return Err("timeout = 0: use a positive duration such as \"30s\"".into());
         }
         if manifest.concurrency == Some(0) {
-            return Err("concurrency = 0: use 1 or more; remove the plugin to stop the type".into());
+            return Err(
+                "concurrency = 0: use 1 or more; remove the plugin to stop the type".into(),
+            );
         }
         if let Some(rate) = manifest.rate
-            && !(rate.is_finite() && rate > 0.0) {
-                return Err(format!("rate = {rate}: use a positive number of tasks per second"));
-            }
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            return Err(format!(
+                "rate = {rate}: use a positive number of tasks per second"
+            ));
+        }
         for (i, dir) in manifest.dirs.iter().enumerate() {
+            if let Err(problem) = grants::check_host_path(&dir.host) {
+                return Err(format!("dirs[{i}].host = {:?}: {problem}", dir.host));
+            }
             if !dir.guest.starts_with('/') {
-                return Err(format!("dirs[{i}].guest = {:?}: use an absolute guest path such as \"/data\"", dir.guest));
+                return Err(format!(
+                    "dirs[{i}].guest = {:?}: use an absolute guest path such as \"/data\"",
+                    dir.guest
+                ));
             }
         }
         for entry in manifest.http.iter().flat_map(|h| &h.allow) {
             if entry.contains('/') || entry.is_empty() {
-                return Err(format!("http.allow entry {entry:?}: write a host or host:port, without scheme or path"));
+                return Err(format!(
+                    "http.allow entry {entry:?}: write a host or host:port, without scheme or path"
+                ));
             }
         }
         Ok(manifest)
     }
 
-    /// Applies the host's defaults to every field the manifest leaves out; relative folder
-    /// grants are resolved against `plugin_dir` and must exist.
-    pub fn resolve(&self, defaults: &Defaults, plugin_dir: &Path) -> Result<Policy, String> {
+    /// Applies the host's defaults to every field the manifest leaves out; folder grants must
+    /// exist beneath `root`, reached without following a symbolic link.
+    pub fn resolve(&self, defaults: &Defaults, root: &Arc<GrantsRoot>) -> Result<Policy, String> {
         let mut dirs = Vec::new();
         for (i, grant) in self.dirs.iter().enumerate() {
-            let host = if grant.host.is_absolute() { grant.host.clone() } else { plugin_dir.join(&grant.host) };
-            if !host.is_dir() {
-                return Err(format!("dirs[{i}].host: folder {} does not exist; create it or fix the path", host.display()));
-            }
-            dirs.push(GrantedDir { host, guest: grant.guest.clone(), writable: grant.writable });
+            let dir = GrantedDir {
+                host: grant.host.clone(),
+                guest: grant.guest.clone(),
+                writable: grant.writable,
+                root: root.clone(),
+            };
+            dir.open()
+                .map_err(|error| format!("dirs[{i}].host = {:?}: {error}", grant.host))?;
+            dirs.push(dir);
         }
         Ok(Policy {
             max_retry: self.max_retry.unwrap_or(defaults.max_retry),
@@ -234,8 +292,16 @@ impl Manifest {
             rate: self.rate,
             capabilities: Capabilities {
                 dirs,
-                env: self.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-                http_allow: self.http.as_ref().map(|h| h.allow.clone()).unwrap_or_default(),
+                env: self
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                http_allow: self
+                    .http
+                    .as_ref()
+                    .map(|h| h.allow.clone())
+                    .unwrap_or_default(),
             },
         })
     }
@@ -244,17 +310,36 @@ impl Manifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+
+    /// A grants root in a fresh temporary folder, with `folders` created beneath it.
+    fn root_with(folders: &[&str]) -> (tempfile::TempDir, Arc<GrantsRoot>) {
+        let dir = tempfile::tempdir().unwrap();
+        for folder in folders {
+            std::fs::create_dir_all(dir.path().join(folder)).unwrap();
+        }
+        let root = Arc::new(GrantsRoot::open(dir.path()).unwrap());
+        (dir, root)
+    }
 
     #[test]
     fn empty_manifest_takes_every_default() {
         let defaults = Defaults::default();
-        let policy = Manifest::parse("").unwrap().resolve(&defaults, Path::new(".")).unwrap();
+        let (_dir, root) = root_with(&[]);
+        let policy = Manifest::parse("")
+            .unwrap()
+            .resolve(&defaults, &root)
+            .unwrap();
         assert_eq!(policy.max_retry, defaults.max_retry);
         assert_eq!(policy.backoff, defaults.backoff);
         assert_eq!(policy.fuel, defaults.fuel);
         assert_eq!(policy.priority, 0);
         assert_eq!(policy.timeout, defaults.timeout);
-        assert_eq!(policy.capabilities, Capabilities::default(), "nothing is granted by default");
+        assert_eq!(
+            policy.capabilities,
+            Capabilities::default(),
+            "nothing is granted by default"
+        );
     }
 
     #[test]
@@ -263,7 +348,8 @@ mod tests {
             "max_retry = 5\nbackoff_base = \"2s\"\nbackoff_jitter = 0.25\npriority = 10\nfuel = 1000\nmemory = \"8MiB\"\n",
         )
         .unwrap();
-        let policy = manifest.resolve(&Defaults::default(), Path::new(".")).unwrap();
+        let (_dir, root) = root_with(&[]);
+        let policy = manifest.resolve(&Defaults::default(), &root).unwrap();
         assert_eq!(policy.max_retry, 5);
         assert_eq!(policy.backoff.base, Duration::from_secs(2));
         assert_eq!(policy.backoff.jitter, 0.25);
@@ -286,29 +372,95 @@ mod tests {
 
     #[test]
     fn capabilities_resolve_and_validate() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("reports")).unwrap();
+        let (_dir, root) = root_with(&["reports"]);
         let manifest = Manifest::parse(
             "timeout = \"5s\"\nconcurrency = 2\nrate = 0.5\n[[dirs]]\nhost = \"reports\"\nguest = \"/reports\"\nwritable = true\n[env]\nA = \"1\"\n[http]\nallow = [\"api.example.com\", \"127.0.0.1:8025\"]\n",
         )
         .unwrap();
-        let policy = manifest.resolve(&Defaults::default(), dir.path()).unwrap();
+        let policy = manifest.resolve(&Defaults::default(), &root).unwrap();
         assert_eq!(policy.timeout, Duration::from_secs(5));
         assert_eq!((policy.concurrency, policy.rate), (Some(2), Some(0.5)));
-        assert_eq!(policy.capabilities.dirs[0].host, dir.path().join("reports"));
+        assert_eq!(policy.capabilities.dirs[0].host, Path::new("reports"));
+        assert!(policy.capabilities.dirs[0].open().is_ok());
         assert!(policy.capabilities.dirs[0].writable);
-        assert_eq!(policy.capabilities.env, [("A".to_string(), "1".to_string())]);
+        assert_eq!(
+            policy.capabilities.env,
+            [("A".to_string(), "1".to_string())]
+        );
         let missing = Manifest::parse("[[dirs]]\nhost = \"nope\"\nguest = \"/x\"\n").unwrap();
-        assert!(missing.resolve(&Defaults::default(), dir.path()).unwrap_err().contains("dirs[0].host"));
-        assert!(Manifest::parse("[[dirs]]\nhost = \"r\"\nguest = \"rel\"\n").unwrap_err().contains("dirs[0].guest"));
-        assert!(Manifest::parse("[http]\nallow = [\"https://x.com/\"]\n").unwrap_err().contains("http.allow"));
+        let error = missing.resolve(&Defaults::default(), &root).unwrap_err();
+        assert!(
+            error.contains("dirs[0].host = \"nope\"") && error.contains("does not exist"),
+            "{error}"
+        );
+        assert!(
+            Manifest::parse("[[dirs]]\nhost = \"r\"\nguest = \"rel\"\n")
+                .unwrap_err()
+                .contains("dirs[0].guest")
+        );
+        assert!(
+            Manifest::parse("[http]\nallow = [\"https://x.com/\"]\n")
+                .unwrap_err()
+                .contains("http.allow")
+        );
         assert!(Manifest::parse("rate = -1.0").unwrap_err().contains("rate"));
-        assert!(Manifest::parse("concurrency = 0").unwrap_err().contains("concurrency"));
+        assert!(
+            Manifest::parse("concurrency = 0")
+                .unwrap_err()
+                .contains("concurrency")
+        );
+    }
+
+    #[test]
+    fn folder_grants_stay_beneath_the_grants_root() {
+        for (host, says) in [
+            ("/etc", "absolute"),
+            ("../x", "\"..\""),
+            ("reports/../../x", "\"..\""),
+            (".", "\".\""),
+            ("./reports", "\".\""),
+            ("", "empty"),
+            ("a//b", "empty component"),
+        ] {
+            let text = format!(
+                "[[dirs]]\nhost = \"reports\"\nguest = \"/r\"\n[[dirs]]\nhost = {host:?}\nguest = \"/x\"\n"
+            );
+            let error = Manifest::parse(&text).unwrap_err();
+            assert!(
+                error.starts_with(&format!("dirs[1].host = {host:?}: ")),
+                "{host:?}: {error}"
+            );
+            assert!(error.contains(says), "{host:?}: {error}");
+        }
+        assert!(Manifest::parse("[[dirs]]\nhost = \"reports/2024\"\nguest = \"/r\"\n").is_ok());
+    }
+
+    #[test]
+    fn a_grant_reached_through_a_symbolic_link_is_rejected() {
+        let (dir, root) = root_with(&["real/inner"]);
+        std::os::unix::fs::symlink("real", dir.path().join("alias")).unwrap();
+        std::fs::write(dir.path().join("file"), "x").unwrap();
+        for (host, says) in [
+            ("alias", "symbolic link"),
+            ("alias/inner", "symbolic link"),
+            ("file", "not a folder"),
+        ] {
+            let manifest =
+                Manifest::parse(&format!("[[dirs]]\nhost = {host:?}\nguest = \"/x\"\n")).unwrap();
+            let error = manifest.resolve(&Defaults::default(), &root).unwrap_err();
+            assert!(
+                error.starts_with(&format!("dirs[0].host = {host:?}: ")) && error.contains(says),
+                "{error}"
+            );
+        }
     }
 
     #[test]
     fn http_allow_list_matches_host_and_port() {
-        let caps = Capabilities { http_allow: vec!["api.example.com".into(), "127.0.0.1:8025".into()], ..Default::default() };
+        let caps = Capabilities {
+            http_allow: vec!["api.example.com".into(), "127.0.0.1:8025".into()],
+            ..Default::default()
+        };
         assert!(caps.http_permits("api.example.com", 443));
         assert!(caps.http_permits("API.example.com", 80));
         assert!(caps.http_permits("127.0.0.1", 8025));

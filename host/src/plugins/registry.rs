@@ -1,13 +1,20 @@
 //! Task type → loaded plugin. Readers take a cheap snapshot (`Arc<Plugin>`), so a task keeps
 //! the plugin it started with even if the entry is later replaced.
+//!
+//! The registry also keeps task types apart on disk: a plugin whose folder grants overlap
+//! another registered type's, where either grant is writable, is refused ([`Registry::insert`]).
+//! The check and the registration happen under one lock, so two types loaded at once cannot
+//! both slip past it.
 
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use super::Policy;
+use super::manifest::GrantedDir;
+use super::{LoadError, Policy};
 use crate::sandbox::CompiledHandler;
+use crate::sandbox::grants::overlaps;
 
 /// One loaded task type.
 pub struct Plugin {
@@ -36,20 +43,47 @@ impl Registry {
         Registry::default()
     }
 
-    /// Registers or replaces a plugin and clears its load error.
-    pub fn insert(&self, plugin: Plugin) {
+    /// Registers or replaces a plugin and clears its load error, unless one of its folder
+    /// grants overlaps a grant of another registered type where either of the two is writable:
+    /// then nothing changes (a version already registered keeps serving) and the error, a
+    /// manifest error naming the other type, is returned for the caller to record.
+    pub fn insert(&self, plugin: Plugin) -> Result<(), LoadError> {
         let name = plugin.task_type.clone();
+        let mut plugins = self.plugins.write().expect("registry lock");
+        let others = plugins.values().map(|other| {
+            (
+                other.task_type.as_str(),
+                other.policy.capabilities.dirs.as_slice(),
+            )
+        });
+        if let Some(message) = grant_conflict(&name, &plugin.policy.capabilities.dirs, others) {
+            return Err(LoadError::Manifest {
+                path: plugin.path.with_extension("toml"),
+                message,
+            });
+        }
         self.errors.write().expect("registry lock").remove(&name);
         self.removed.write().expect("registry lock").remove(&name);
-        self.plugins.write().expect("registry lock").insert(name, Arc::new(plugin));
+        plugins.insert(name, Arc::new(plugin));
+        Ok(())
     }
 
     /// Unregisters a task type (its file was removed); returns the plugin it had.
     pub fn remove(&self, task_type: &str) -> Option<Arc<Plugin>> {
-        self.errors.write().expect("registry lock").remove(task_type);
-        let removed = self.plugins.write().expect("registry lock").remove(task_type);
+        self.errors
+            .write()
+            .expect("registry lock")
+            .remove(task_type);
+        let removed = self
+            .plugins
+            .write()
+            .expect("registry lock")
+            .remove(task_type);
         if removed.is_some() {
-            self.removed.write().expect("registry lock").insert(task_type.to_string(), Utc::now());
+            self.removed
+                .write()
+                .expect("registry lock")
+                .insert(task_type.to_string(), Utc::now());
         }
         removed
     }
@@ -61,26 +95,43 @@ impl Registry {
 
     /// Records that loading a plugin failed; a version already registered keeps serving.
     pub fn record_error(&self, task_type: &str, error: String) {
-        self.errors.write().expect("registry lock").insert(task_type.to_string(), error);
+        self.errors
+            .write()
+            .expect("registry lock")
+            .insert(task_type.to_string(), error);
     }
 
     /// The plugin for a task type.
     pub fn get(&self, task_type: &str) -> Option<Arc<Plugin>> {
-        self.plugins.read().expect("registry lock").get(task_type).cloned()
+        self.plugins
+            .read()
+            .expect("registry lock")
+            .get(task_type)
+            .cloned()
     }
 
     /// The registered task types, sorted.
     pub fn task_types(&self) -> Vec<String> {
-        let mut names: Vec<String> =
-            self.plugins.read().expect("registry lock").keys().cloned().collect();
+        let mut names: Vec<String> = self
+            .plugins
+            .read()
+            .expect("registry lock")
+            .keys()
+            .cloned()
+            .collect();
         names.sort();
         names
     }
 
     /// Every registered plugin, sorted by task type.
     pub fn plugins(&self) -> Vec<Arc<Plugin>> {
-        let mut plugins: Vec<Arc<Plugin>> =
-            self.plugins.read().expect("registry lock").values().cloned().collect();
+        let mut plugins: Vec<Arc<Plugin>> = self
+            .plugins
+            .read()
+            .expect("registry lock")
+            .values()
+            .cloned()
+            .collect();
         plugins.sort_by(|a, b| a.task_type.cmp(&b.task_type));
         plugins
     }
@@ -88,5 +139,94 @@ impl Registry {
     /// Load errors by task type.
     pub fn errors(&self) -> BTreeMap<String, String> {
         self.errors.read().expect("registry lock").clone()
+    }
+}
+
+/// The first folder grant of type `task_type` that overlaps a grant of another type among
+/// `others` (task type, grants) where either is writable, described for the operator.
+fn grant_conflict<'a>(
+    task_type: &str,
+    dirs: &[GrantedDir],
+    others: impl Iterator<Item = (&'a str, &'a [GrantedDir])>,
+) -> Option<String> {
+    let others: Vec<(&str, &[GrantedDir])> =
+        others.filter(|(other, _)| *other != task_type).collect();
+    for (i, mine) in dirs.iter().enumerate() {
+        for (other, their_dirs) in &others {
+            for (j, theirs) in their_dirs.iter().enumerate() {
+                if !(mine.writable || theirs.writable) || !overlaps(&mine.host, &theirs.host) {
+                    continue;
+                }
+                let access = |writable: bool| if writable { "writable" } else { "read-only" };
+                return Some(format!(
+                    "dirs[{i}].host = {:?} ({}) overlaps task type `{}`'s {} grant dirs[{j}].host = {:?}: a folder \
+                     one type may write is granted to no other type; give each type its own folder beneath the grants root",
+                    mine.host,
+                    access(mine.writable),
+                    other,
+                    access(theirs.writable),
+                    theirs.host,
+                ));
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::grants::GrantsRoot;
+
+    #[test]
+    fn a_writable_grant_is_shared_with_no_other_type() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Arc::new(GrantsRoot::open(dir.path()).unwrap());
+        let grant = |host: &str, writable: bool| GrantedDir {
+            host: host.into(),
+            guest: "/g".into(),
+            writable,
+            root: root.clone(),
+        };
+        let writer = vec![grant("shared", true)];
+        let reader = vec![grant("reference", false), grant("shared/in", false)];
+        let other_reader = vec![grant("reference", false)];
+        let neighbour = vec![grant("shared-too", true)];
+        let loaded = [
+            ("writer", writer.as_slice()),
+            ("reader", other_reader.as_slice()),
+        ];
+
+        let conflict = grant_conflict("reader", &reader, loaded.iter().copied()).unwrap();
+        assert!(conflict.starts_with("dirs[1].host = \"shared/in\" (read-only) overlaps task type `writer`'s writable grant dirs[0].host = \"shared\""), "{conflict}");
+        let conflict = grant_conflict(
+            "late-writer",
+            &[grant("shared/in/x", true)],
+            loaded.iter().copied(),
+        )
+        .unwrap();
+        assert!(conflict.contains("`writer`"), "{conflict}");
+        let conflict =
+            grant_conflict("w2", &[grant("reference", true)], loaded.iter().copied()).unwrap();
+        assert!(
+            conflict.contains("(writable) overlaps task type `reader`'s read-only grant"),
+            "{conflict}"
+        );
+
+        assert_eq!(
+            grant_conflict("reader2", &other_reader, loaded.iter().copied()),
+            None,
+            "read-only grants may be shared"
+        );
+        assert_eq!(
+            grant_conflict("neighbour", &neighbour, loaded.iter().copied()),
+            None,
+            "overlap is by whole names"
+        );
+        assert_eq!(
+            grant_conflict("writer", &writer, loaded.iter().copied()),
+            None,
+            "a type does not conflict with itself"
+        );
     }
 }

@@ -19,8 +19,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::loader::{is_valid_task_type, PluginLoader};
 use super::Registry;
+use super::loader::{PluginLoader, is_valid_task_type};
 use crate::shutdown::{Shutdown, Stage};
 use crate::store::SharedStore;
 
@@ -48,16 +48,23 @@ impl FolderWatch {
     /// Starts receiving change events for `folder`.
     pub fn establish(folder: &Path) -> Result<FolderWatch, notify::Error> {
         let (sender, events) = mpsc::unbounded_channel::<PathBuf>();
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            // Only changes count: our own reads of a file must not trigger a reload.
-            if let Some(event) = event.ok().filter(|e| !matches!(e.kind, EventKind::Access(_))) {
-                for path in event.paths {
-                    let _ = sender.send(path);
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                // Only changes count: our own reads of a file must not trigger a reload.
+                if let Some(event) = event
+                    .ok()
+                    .filter(|e| !matches!(e.kind, EventKind::Access(_)))
+                {
+                    for path in event.paths {
+                        let _ = sender.send(path);
+                    }
                 }
-            }
-        })?;
+            })?;
         watcher.watch(folder, RecursiveMode::NonRecursive)?;
-        Ok(FolderWatch { _watcher: watcher, events })
+        Ok(FolderWatch {
+            _watcher: watcher,
+            events,
+        })
     }
 }
 
@@ -74,7 +81,10 @@ fn task_type_of(path: &Path) -> Option<String> {
 impl FolderWatcher {
     /// Applies the folder's changes until shutdown.
     pub async fn run(self, watch: FolderWatch) {
-        let FolderWatch { _watcher, mut events } = watch;
+        let FolderWatch {
+            _watcher,
+            mut events,
+        } = watch;
         tracing::info!(folder = %self.folder.display(), "watching the plugin folder for changes");
 
         let mut due: HashMap<String, Instant> = HashMap::new();
@@ -110,16 +120,23 @@ impl FolderWatcher {
             return;
         }
         let current = self.registry.get(task_type);
-        match self.loader.load(&wasm, current.as_deref()).await {
-            Ok(plugin) => {
+        let loaded = self
+            .loader
+            .load(&wasm, current.as_deref())
+            .await
+            .and_then(|plugin| {
+                let version = plugin.version.clone();
+                self.registry.insert(plugin).map(|()| version)
+            });
+        match loaded {
+            Ok(version) => {
                 let replaced = current.map(|old| old.version.clone());
                 tracing::info!(
                     task_type,
-                    version = %&plugin.version[..12],
+                    version = %&version[..12],
                     replaced = replaced.as_deref().map(|v| &v[..12]).unwrap_or("none"),
                     "plugin loaded"
                 );
-                self.registry.insert(plugin);
             }
             // Removed while it was being read: that is a removal, not a broken file.
             Err(_) if !wasm.exists() => self.unregister(task_type, &wasm).await,
@@ -133,7 +150,13 @@ impl FolderWatcher {
     /// Unregisters a task type whose component is gone; its tasks wait.
     async fn unregister(&self, task_type: &str, wasm: &Path) {
         if self.registry.remove(task_type).is_some() {
-            let pending = self.store.pending_by_type().await.ok().and_then(|m| m.get(task_type).copied()).unwrap_or(0);
+            let pending = self
+                .store
+                .pending_by_type()
+                .await
+                .ok()
+                .and_then(|m| m.get(task_type).copied())
+                .unwrap_or(0);
             tracing::warn!(
                 task_type,
                 pending,
@@ -157,8 +180,14 @@ mod tests {
 
     #[test]
     fn only_components_and_manifests_matter() {
-        assert_eq!(task_type_of(Path::new("/p/report.wasm")).as_deref(), Some("report"));
-        assert_eq!(task_type_of(Path::new("/p/report.toml")).as_deref(), Some("report"));
+        assert_eq!(
+            task_type_of(Path::new("/p/report.wasm")).as_deref(),
+            Some("report")
+        );
+        assert_eq!(
+            task_type_of(Path::new("/p/report.toml")).as_deref(),
+            Some("report")
+        );
         assert_eq!(task_type_of(Path::new("/p/report.wasm.partial")), None);
         assert_eq!(task_type_of(Path::new("/p/.report.wasm.swp")), None);
         assert_eq!(task_type_of(Path::new("/p/notes.txt")), None);

@@ -1,19 +1,72 @@
 //! The compiled-code cache: components compiled once, kept on disk by content hash, so a
 //! restart or the re-deploy of a build seen before loads in milliseconds instead of compiling.
 //!
-//! Safety rules, because loading compiled code means running it:
-//! - only artifacts Spool wrote itself are ever loaded, from a folder Spool owns (never the
-//!   user's plugin folder);
+//! Loading a compiled artifact means running its machine code, so the host loads only artifacts
+//! it can prove it wrote itself:
+//! - every artifact carries an HMAC-SHA256 tag over its name and bytes, keyed with a secret
+//!   that only the host knows ([`CacheKey`], kept in the task database, which no guest can
+//!   reach: folder grants never overlap the database or this cache). A file planted or altered
+//!   by anyone without the key fails verification, is deleted, and the component is compiled
+//!   afresh from its source;
+//! - the file is read into memory once, verified, and deserialized from that same memory, so
+//!   it cannot be swapped between the check and the load; it is opened without following
+//!   symlinks and must be a regular file;
 //! - an artifact is written under a temporary name and renamed into place, so it is complete
-//!   or absent, and it is never modified afterwards (it is memory-mapped while in use);
+//!   or absent;
 //! - artifacts live under a subfolder named after the engine's compatibility hash (wasmtime
-//!   version and settings), so a new build of Spool never loads an old build's code;
-//! - an artifact that fails to load is deleted and the component compiled afresh.
+//!   version and settings), so a new build of Spool never loads an old build's code.
+//!
+//! HMAC with a host-local key rather than a plain hash list: a hash list would itself be a
+//! file an intruder could rewrite, while a tag cannot be forged without the key. `hmac` and
+//! `sha2` are the RustCrypto implementations, the ones the ecosystem audits and relies on.
 
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use std::hash::{Hash, Hasher};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use wasmtime::component::Component;
 use wasmtime::{Engine, Module};
+
+/// Bytes of the authentication tag appended to every artifact.
+const TAG_BYTES: usize = 32;
+
+/// The secret that authenticates cached artifacts.
+#[derive(Clone)]
+pub struct CacheKey([u8; 32]);
+
+impl CacheKey {
+    /// A key from its hex form (64 hex digits), as the host keeps it.
+    pub fn from_hex(hex_key: &str) -> Option<CacheKey> {
+        let bytes = hex::decode(hex_key.trim()).ok()?;
+        Some(CacheKey(bytes.try_into().ok()?))
+    }
+
+    /// A new random key, in hex.
+    pub fn generate_hex() -> String {
+        hex::encode(rand::random::<[u8; 32]>())
+    }
+
+    /// A random key known to nobody: artifacts stored with it are usable only by this process.
+    pub fn ephemeral() -> CacheKey {
+        CacheKey(rand::random())
+    }
+
+    fn tag(&self, name: &str, bytes: &[u8]) -> Hmac<Sha256> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        mac.update(&(name.len() as u64).to_le_bytes());
+        mac.update(name.as_bytes());
+        mac.update(bytes);
+        mac
+    }
+}
+
+impl std::fmt::Debug for CacheKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CacheKey(..)")
+    }
+}
 
 /// What can be cached: components, and core modules (plain WASI preview1 programs).
 pub trait Artifact: Sized {
@@ -22,8 +75,8 @@ pub trait Artifact: Sized {
     fn compile(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self>;
     fn serialize(&self) -> wasmtime::Result<Vec<u8>>;
     /// # Safety
-    /// `path` must hold bytes this cache wrote with [`Artifact::serialize`].
-    unsafe fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self>;
+    /// `bytes` must be what [`Artifact::serialize`] produced with a compatible engine.
+    unsafe fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self>;
 }
 
 impl Artifact for Component {
@@ -34,9 +87,9 @@ impl Artifact for Component {
     fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
         Component::serialize(self)
     }
-    unsafe fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self> {
+    unsafe fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self> {
         // SAFETY: forwarded from the caller.
-        unsafe { Component::deserialize_file(engine, path) }
+        unsafe { Component::deserialize(engine, bytes) }
     }
 }
 
@@ -48,9 +101,9 @@ impl Artifact for Module {
     fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
         Module::serialize(self)
     }
-    unsafe fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self> {
+    unsafe fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self> {
         // SAFETY: forwarded from the caller.
-        unsafe { Module::deserialize_file(engine, path) }
+        unsafe { Module::deserialize(engine, bytes) }
     }
 }
 
@@ -58,6 +111,7 @@ impl Artifact for Module {
 #[derive(Debug, Clone)]
 pub struct ArtifactCache {
     dir: PathBuf,
+    key: CacheKey,
 }
 
 /// Whether a component came from the cache.
@@ -71,46 +125,224 @@ pub enum CacheUse {
     Off,
 }
 
+/// Why a cached file was not loaded.
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error("cannot read it: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("it is not a regular file")]
+    NotAFile,
+    #[error("its authentication tag does not match: it was not written by this host")]
+    Forged,
+    #[error("it does not deserialize: {0:#}")]
+    Unusable(wasmtime::Error),
+}
+
 impl ArtifactCache {
-    /// The cache for `engine` under `root`.
-    pub fn new(root: &Path, engine: &Engine) -> Self {
+    /// The cache for `engine` under `root`, authenticated with `key`.
+    pub fn new(root: &Path, engine: &Engine, key: CacheKey) -> Self {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
-        ArtifactCache { dir: root.join(format!("{:016x}", hasher.finish())) }
+        ArtifactCache {
+            dir: root.join(format!("{:016x}", hasher.finish())),
+            key,
+        }
     }
 
-    /// Loads the artifact with content hash `version`, compiling and storing it on a miss.
+    /// Loads the artifact with content hash `version`, compiling and storing it on a miss or
+    /// when the cached file cannot be proven to be this host's own.
     pub fn load_or_compile<A: Artifact>(
         &self,
         engine: &Engine,
         version: &str,
         bytes: &[u8],
     ) -> wasmtime::Result<(A, CacheUse)> {
-        let path = self.dir.join(format!("{version}.{}", A::EXTENSION));
-        if path.exists() {
-            // SAFETY: the file was written by `store` below, in a folder only Spool writes,
-            // renamed into place complete and never modified afterwards; wasmtime checks that
-            // it was produced by a compatible engine.
-            match unsafe { A::deserialize_file(engine, &path) } {
-                Ok(component) => return Ok((component, CacheUse::Hit)),
-                Err(error) => {
-                    tracing::warn!("cached artifact {} is unusable ({error:#}); compiling again", path.display());
+        let name = format!("{version}.{}", A::EXTENSION);
+        let path = self.dir.join(&name);
+        if std::fs::symlink_metadata(&path).is_ok() {
+            match self.load::<A>(engine, &name, &path) {
+                Ok(artifact) => return Ok((artifact, CacheUse::Hit)),
+                Err(refused) => {
+                    tracing::warn!(
+                        "not loading cached artifact {}: {refused}; compiling again",
+                        path.display()
+                    );
                     let _ = std::fs::remove_file(&path);
                 }
             }
         }
         let artifact = A::compile(engine, bytes)?;
-        if let Err(error) = self.store(&artifact, &path) {
-            tracing::warn!("could not cache the compiled plugin in {}: {error}", self.dir.display());
+        if let Err(error) = self.store(&artifact, &name, &path) {
+            tracing::warn!(
+                "could not cache the compiled plugin in {}: {error}",
+                self.dir.display()
+            );
         }
         Ok((artifact, CacheUse::Compiled))
     }
 
-    fn store<A: Artifact>(&self, artifact: &A, path: &Path) -> std::io::Result<()> {
-        let serialized = artifact.serialize().map_err(std::io::Error::other)?;
+    fn load<A: Artifact>(&self, engine: &Engine, name: &str, path: &Path) -> Result<A, Refused> {
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)?;
+        if !file.metadata()?.is_file() {
+            return Err(Refused::NotAFile);
+        }
+        let mut contents = Vec::new();
+        file.read_to_end(&mut contents)?;
+        if contents.len() < TAG_BYTES {
+            return Err(Refused::Forged);
+        }
+        let (artifact, tag) = contents.split_at(contents.len() - TAG_BYTES);
+        self.key
+            .tag(name, artifact)
+            .verify_slice(tag)
+            .map_err(|_| Refused::Forged)?;
+        // SAFETY: the bytes carry a valid tag under the host's secret key, so this host wrote
+        // them with `Artifact::serialize`; they are deserialized from the memory that was
+        // verified, and wasmtime checks that a compatible engine produced them.
+        unsafe { A::deserialize(engine, artifact) }.map_err(Refused::Unusable)
+    }
+
+    fn store<A: Artifact>(&self, artifact: &A, name: &str, path: &Path) -> std::io::Result<()> {
+        let mut serialized = artifact.serialize().map_err(std::io::Error::other)?;
+        let tag = self.key.tag(name, &serialized).finalize().into_bytes();
+        serialized.extend_from_slice(&tag);
         std::fs::create_dir_all(&self.dir)?;
-        let partial = path.with_extension(format!("partial-{}-{:x}", std::process::id(), rand::random::<u32>()));
-        std::fs::write(&partial, serialized)?;
+        let partial = path.with_extension(format!(
+            "partial-{}-{:x}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&partial)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, &serialized))?;
         std::fs::rename(&partial, path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine() -> Engine {
+        Engine::default()
+    }
+
+    #[test]
+    fn a_stored_artifact_loads_and_a_tampered_one_is_recompiled() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine();
+        let key = CacheKey::ephemeral();
+        let cache = ArtifactCache::new(dir.path(), &engine, key.clone());
+        let wasm = wat_bytes();
+        let (_, first) = cache
+            .load_or_compile::<Module>(&engine, "v1", &wasm)
+            .unwrap();
+        let (_, second) = cache
+            .load_or_compile::<Module>(&engine, "v1", &wasm)
+            .unwrap();
+        assert_eq!((first, second), (CacheUse::Compiled, CacheUse::Hit));
+
+        // Flip one byte of the machine code: the tag no longer matches.
+        let path = cache.dir.join("v1.cwasm-module");
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[100] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let (_, after_tamper) = cache
+            .load_or_compile::<Module>(&engine, "v1", &wasm)
+            .unwrap();
+        assert_eq!(after_tamper, CacheUse::Compiled);
+        assert_eq!(
+            cache
+                .load_or_compile::<Module>(&engine, "v1", &wasm)
+                .unwrap()
+                .1,
+            CacheUse::Hit
+        );
+    }
+
+    #[test]
+    fn another_key_or_another_name_does_not_verify() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine();
+        let wasm = wat_bytes();
+        let mine = ArtifactCache::new(dir.path(), &engine, CacheKey::ephemeral());
+        mine.load_or_compile::<Module>(&engine, "v1", &wasm)
+            .unwrap();
+        // An artifact written with a key the host does not hold (an attacker's) is refused.
+        let theirs = ArtifactCache::new(dir.path(), &engine, CacheKey::ephemeral());
+        assert_eq!(
+            theirs
+                .load_or_compile::<Module>(&engine, "v1", &wasm)
+                .unwrap()
+                .1,
+            CacheUse::Compiled
+        );
+        // A valid artifact copied under another version's name is refused too.
+        std::fs::copy(
+            theirs.dir.join("v1.cwasm-module"),
+            theirs.dir.join("v2.cwasm-module"),
+        )
+        .unwrap();
+        assert_eq!(
+            theirs
+                .load_or_compile::<Module>(&engine, "v2", &wasm)
+                .unwrap()
+                .1,
+            CacheUse::Compiled
+        );
+    }
+
+    #[test]
+    fn a_symlink_in_the_cache_is_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine();
+        let cache = ArtifactCache::new(dir.path(), &engine, CacheKey::ephemeral());
+        let wasm = wat_bytes();
+        cache
+            .load_or_compile::<Module>(&engine, "v1", &wasm)
+            .unwrap();
+        let elsewhere = dir.path().join("elsewhere.bin");
+        std::fs::rename(cache.dir.join("v1.cwasm-module"), &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, cache.dir.join("v1.cwasm-module")).unwrap();
+        assert_eq!(
+            cache
+                .load_or_compile::<Module>(&engine, "v1", &wasm)
+                .unwrap()
+                .1,
+            CacheUse::Compiled
+        );
+        assert!(
+            !std::fs::symlink_metadata(cache.dir.join("v1.cwasm-module"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+    }
+
+    #[test]
+    fn keys_round_trip_through_hex() {
+        let hex_key = CacheKey::generate_hex();
+        assert!(CacheKey::from_hex(&hex_key).is_some());
+        assert!(CacheKey::from_hex("abcd").is_none());
+        assert!(CacheKey::from_hex("not hex").is_none());
+    }
+
+    /// `(module (func (export "answer") (result i32) i32.const 42))`, encoded by hand.
+    fn wat_bytes() -> Vec<u8> {
+        let mut wasm = b"\0asm\x01\0\0\0".to_vec();
+        wasm.extend_from_slice(&[0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7f]); // type: () -> i32
+        wasm.extend_from_slice(&[0x03, 0x02, 0x01, 0x00]); // one function of that type
+        wasm.extend_from_slice(&[0x07, 0x0a, 0x01, 0x06]); // export "answer"
+        wasm.extend_from_slice(b"answer");
+        wasm.extend_from_slice(&[0x00, 0x00]);
+        wasm.extend_from_slice(&[0x0a, 0x06, 0x01, 0x04, 0x00, 0x41, 0x2a, 0x0b]); // i32.const 42
+        wasm
     }
 }

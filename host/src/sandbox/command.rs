@@ -11,12 +11,12 @@
 //! carries only success or failure, reported as status 0 or 1.
 
 use wasmtime::{Engine, InstancePre, Linker, Module, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
-use wasmtime_wasi::I32Exit;
 
 use super::output::TaskLog;
-use super::{apply_limits, describe_error, granted_wasi, CompileError, HostState, RunLimits};
+use super::{CompileError, HostState, RunLimits, apply_limits, describe_error, granted_wasi};
 use crate::task::AttemptOutcome;
 
 /// The store state of a preview1 program.
@@ -38,17 +38,27 @@ pub fn preview1_linker(engine: &Engine) -> wasmtime::Result<Linker<P1State>> {
 }
 
 /// Checks that a core module is a WASI program: links against preview1 and exports `_start`.
-pub fn preview1_pre(linker: &Linker<P1State>, module: &Module) -> Result<InstancePre<P1State>, CompileError> {
+pub fn preview1_pre(
+    linker: &Linker<P1State>,
+    module: &Module,
+) -> Result<InstancePre<P1State>, CompileError> {
     if module.get_export("_start").is_none() {
         return Err(CompileError::WrongWorld(wasmtime::Error::msg(
             "a core module must be a WASI program exporting `_start` (a command, not a library)",
         )));
     }
-    linker.instantiate_pre(module).map_err(CompileError::WrongWorld)
+    linker
+        .instantiate_pre(module)
+        .map_err(CompileError::WrongWorld)
 }
 
 /// How a program's exit becomes an outcome.
-fn exit_outcome(status: Result<(), wasmtime::Error>, stdout: &TaskLog, stderr: &TaskLog, limits: &RunLimits) -> AttemptOutcome {
+fn exit_outcome(
+    status: Result<(), wasmtime::Error>,
+    stdout: &TaskLog,
+    stderr: &TaskLog,
+    limits: &RunLimits,
+) -> AttemptOutcome {
     let code = match status {
         Ok(()) => 0,
         Err(error) => match error.downcast_ref::<I32Exit>() {
@@ -72,7 +82,11 @@ fn exit_outcome(status: Result<(), wasmtime::Error>, stdout: &TaskLog, stderr: &
 
 fn last_stderr_line(stderr: &TaskLog) -> Option<String> {
     let text = stderr.contents();
-    text.lines().rev().map(str::trim).find(|l| !l.is_empty()).map(|l| l.chars().take(500).collect())
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(|l| l.chars().take(500).collect())
 }
 
 /// Runs a component exporting `wasi:cli/run` whose stdin holds the payload and whose stdout
@@ -107,14 +121,18 @@ pub async fn run_preview1(
     let stdout = TaskLog::new(limits.max_result_bytes + 1);
     let wasi = match granted_wasi(limits, stderr) {
         Ok(mut wasi) => {
-            wasi.stdin(MemoryInputPipe::new(payload.to_string())).stdout(stdout.stream());
+            wasi.stdin(MemoryInputPipe::new(payload.to_string()))
+                .stdout(stdout.stream());
             wasi.build_p1()
         }
         Err(error) => return AttemptOutcome::Crashed(format!("sandbox setup failed: {error:#}")),
     };
     let state = P1State {
         wasi,
-        limits: StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build(),
+        limits: StoreLimitsBuilder::new()
+            .memory_size(limits.memory_bytes)
+            .trap_on_grow_failure(true)
+            .build(),
     };
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limits);
@@ -127,7 +145,11 @@ pub async fn run_preview1(
     };
     let start = match instance.get_typed_func::<(), ()>(&mut store, "_start") {
         Ok(start) => start,
-        Err(error) => return AttemptOutcome::Crashed(format!("the program's `_start` is not callable: {error:#}")),
+        Err(error) => {
+            return AttemptOutcome::Crashed(format!(
+                "the program's `_start` is not callable: {error:#}"
+            ));
+        }
     };
     let status = start.call_async(&mut store, ()).await;
     exit_outcome(status, &stdout, stderr, limits)

@@ -8,9 +8,9 @@
 use async_trait::async_trait;
 use std::sync::Arc;
 
+use super::HostState;
 use super::bindings::spool::task::host::{EnqueueOptions, Host, Level};
 use super::output::TaskLog;
-use super::HostState;
 
 /// The longest log line or progress note kept, so a single call cannot flood anything.
 const MAX_MESSAGE_BYTES: usize = 4096;
@@ -42,7 +42,12 @@ pub trait TaskServices: Send + Sync {
     /// The handler reported progress (`percent` already clamped to 0–100).
     fn progress(&self, task_id: u64, percent: u8, note: String);
     async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, ServiceError>;
-    async fn record_effect(&self, task_type: &str, key: &str, task_id: u64) -> Result<(), ServiceError>;
+    async fn record_effect(
+        &self,
+        task_type: &str,
+        key: &str,
+        task_id: u64,
+    ) -> Result<(), ServiceError>;
     async fn kv_get(&self, task_type: &str, key: &str) -> Result<Option<String>, ServiceError>;
     async fn kv_set(&self, task_type: &str, key: &str, value: &str) -> Result<(), ServiceError>;
     async fn kv_delete(&self, task_type: &str, key: &str) -> Result<bool, ServiceError>;
@@ -62,8 +67,19 @@ pub(super) struct AttemptContext {
 }
 
 impl AttemptContext {
-    pub(super) fn new(task_id: u64, task_type: String, services: Arc<dyn TaskServices>, log: TaskLog) -> Self {
-        AttemptContext { task_id, task_type, services, log, enqueued: 0 }
+    pub(super) fn new(
+        task_id: u64,
+        task_type: String,
+        services: Arc<dyn TaskServices>,
+        log: TaskLog,
+    ) -> Self {
+        AttemptContext {
+            task_id,
+            task_type,
+            services,
+            log,
+            enqueued: 0,
+        }
     }
 }
 
@@ -82,13 +98,18 @@ fn bounded(mut text: String) -> String {
 
 fn check_key(key: &str) -> wasmtime::Result<()> {
     if key.is_empty() || key.len() > MAX_KEY_BYTES {
-        wasmtime::bail!("key of {} bytes rejected: keys must be 1 to {MAX_KEY_BYTES} bytes", key.len());
+        wasmtime::bail!(
+            "key of {} bytes rejected: keys must be 1 to {MAX_KEY_BYTES} bytes",
+            key.len()
+        );
     }
     Ok(())
 }
 
 fn trap(service: &str, error: ServiceError) -> wasmtime::Error {
-    wasmtime::Error::msg(format!("host service `{service}` failed: {error}; the attempt is retried later"))
+    wasmtime::Error::msg(format!(
+        "host service `{service}` failed: {error}; the attempt is retried later"
+    ))
 }
 
 /// The idempotency key of the `n`-th follow-up of a task: the same on every attempt, so a
@@ -122,41 +143,60 @@ impl Host for HostState {
 
     async fn progress(&mut self, percent: u8, note: String) -> wasmtime::Result<()> {
         let ctx = &self.task;
-        ctx.services.progress(ctx.task_id, percent.min(100), bounded(note));
+        ctx.services
+            .progress(ctx.task_id, percent.min(100), bounded(note));
         Ok(())
     }
 
     async fn effect_done(&mut self, key: String) -> wasmtime::Result<bool> {
         check_key(&key)?;
         let ctx = &self.task;
-        ctx.services.effect_done(&ctx.task_type, &key).await.map_err(|e| trap("effect-done", e))
+        ctx.services
+            .effect_done(&ctx.task_type, &key)
+            .await
+            .map_err(|e| trap("effect-done", e))
     }
 
     async fn record_effect(&mut self, key: String) -> wasmtime::Result<()> {
         check_key(&key)?;
         let ctx = &self.task;
-        ctx.services.record_effect(&ctx.task_type, &key, ctx.task_id).await.map_err(|e| trap("record-effect", e))
+        ctx.services
+            .record_effect(&ctx.task_type, &key, ctx.task_id)
+            .await
+            .map_err(|e| trap("record-effect", e))
     }
 
     async fn kv_get(&mut self, key: String) -> wasmtime::Result<Option<String>> {
         check_key(&key)?;
         let ctx = &self.task;
-        ctx.services.kv_get(&ctx.task_type, &key).await.map_err(|e| trap("kv-get", e))
+        ctx.services
+            .kv_get(&ctx.task_type, &key)
+            .await
+            .map_err(|e| trap("kv-get", e))
     }
 
     async fn kv_set(&mut self, key: String, value: String) -> wasmtime::Result<()> {
         check_key(&key)?;
         if value.len() > MAX_VALUE_BYTES {
-            wasmtime::bail!("kv-set of {} bytes rejected: values are at most {MAX_VALUE_BYTES} bytes", value.len());
+            wasmtime::bail!(
+                "kv-set of {} bytes rejected: values are at most {MAX_VALUE_BYTES} bytes",
+                value.len()
+            );
         }
         let ctx = &self.task;
-        ctx.services.kv_set(&ctx.task_type, &key, &value).await.map_err(|e| trap("kv-set", e))
+        ctx.services
+            .kv_set(&ctx.task_type, &key, &value)
+            .await
+            .map_err(|e| trap("kv-set", e))
     }
 
     async fn kv_delete(&mut self, key: String) -> wasmtime::Result<bool> {
         check_key(&key)?;
         let ctx = &self.task;
-        ctx.services.kv_delete(&ctx.task_type, &key).await.map_err(|e| trap("kv-delete", e))
+        ctx.services
+            .kv_delete(&ctx.task_type, &key)
+            .await
+            .map_err(|e| trap("kv-delete", e))
     }
 
     async fn enqueue(
@@ -168,7 +208,9 @@ impl Host for HostState {
         let ctx = &mut self.task;
         let n = ctx.enqueued;
         ctx.enqueued += 1;
-        let idempotency_key = options.idempotency_key.unwrap_or_else(|| derived_key(&ctx.task_type, ctx.task_id, n));
+        let idempotency_key = options
+            .idempotency_key
+            .unwrap_or_else(|| derived_key(&ctx.task_type, ctx.task_id, n));
         let follow_up = FollowUp {
             task_type,
             payload,
@@ -177,7 +219,10 @@ impl Host for HostState {
             max_retry: options.max_retry,
             idempotency_key,
         };
-        ctx.services.enqueue(follow_up).await.map_err(|e| trap("enqueue", e))
+        ctx.services
+            .enqueue(follow_up)
+            .await
+            .map_err(|e| trap("enqueue", e))
     }
 }
 

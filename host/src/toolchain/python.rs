@@ -9,13 +9,16 @@
 use anyhow::Result;
 use std::process::Command;
 
-use super::{pip_tool, run, Recipe};
+use super::{Recipe, pip_tool, run};
 
 /// The pinned componentize-py from PyPI.
 pub(crate) const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
 
 pub(crate) fn build(recipe: &Recipe) -> Result<()> {
-    let bin = pip_tool(&recipe.tools.join(COMPONENTIZE_PY.replace("==", "-")), COMPONENTIZE_PY)?;
+    let bin = pip_tool(
+        &recipe.tools.join(COMPONENTIZE_PY.replace("==", "-")),
+        COMPONENTIZE_PY,
+    )?;
     run(
         Command::new(bin.join("componentize-py"))
             .arg("-d")

@@ -1,12 +1,12 @@
 //! Rust handlers: a crate built with cargo for wasm32-wasip2. A `cdylib` using the guest SDK
 //! becomes a handler component; a `bin` becomes a wasi:cli/run program (the second door).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::{describe, Recipe};
+use super::{Recipe, describe};
 
 /// The target handler crates are built for.
 pub(crate) const TARGET: &str = "wasm32-wasip2";
@@ -32,17 +32,29 @@ pub(crate) fn build(recipe: &Recipe) -> Result<()> {
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command
         .current_dir(recipe.project)
-        .args(["build", "--release", "--target", TARGET, "--message-format=json-render-diagnostics"])
+        .args([
+            "build",
+            "--release",
+            "--target",
+            TARGET,
+            "--message-format=json-render-diagnostics",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     let shown = describe(&command);
-    let output = command.output().with_context(|| format!("cannot start `{shown}`; is Rust installed (rustup.rs)?"))?;
+    let output = command
+        .output()
+        .with_context(|| format!("cannot start `{shown}`; is Rust installed (rustup.rs)?"))?;
     if !output.status.success() {
-        bail!("`{shown}` failed ({}); the compiler's messages are above", output.status);
+        bail!(
+            "`{shown}` failed ({}); the compiler's messages are above",
+            output.status
+        );
     }
     let artifacts = wasm_artifacts(&String::from_utf8_lossy(&output.stdout));
     let wasm = pick(&artifacts, recipe.task_type)?;
-    std::fs::copy(&wasm, recipe.output).with_context(|| format!("cannot copy {}", wasm.display()))?;
+    std::fs::copy(&wasm, recipe.output)
+        .with_context(|| format!("cannot copy {}", wasm.display()))?;
     Ok(())
 }
 
@@ -57,7 +69,10 @@ fn wasm_artifacts(messages: &str) -> Vec<(String, PathBuf)> {
             if !target.kind.iter().any(|k| k == "cdylib" || k == "bin") {
                 return None;
             }
-            let wasm = m.filenames.into_iter().find(|f| f.extension().is_some_and(|e| e == "wasm"))?;
+            let wasm = m
+                .filenames
+                .into_iter()
+                .find(|f| f.extension().is_some_and(|e| e == "wasm"))?;
             Some((target.name, wasm))
         })
         .collect()
@@ -66,7 +81,9 @@ fn wasm_artifacts(messages: &str) -> Vec<(String, PathBuf)> {
 /// The one artifact to install: the only one, or the one named like the task type.
 fn pick(artifacts: &[(String, PathBuf)], task_type: &str) -> Result<PathBuf> {
     match artifacts {
-        [] => bail!("the crate produced no .wasm; a handler is a `cdylib` (crate-type = [\"cdylib\"]) or a `bin`"),
+        [] => bail!(
+            "the crate produced no .wasm; a handler is a `cdylib` (crate-type = [\"cdylib\"]) or a `bin`"
+        ),
         [(_, only)] => Ok(only.clone()),
         many => {
             let wanted = task_type.replace('-', "_");
@@ -83,9 +100,16 @@ fn pick(artifacts: &[(String, PathBuf)], task_type: &str) -> Result<PathBuf> {
 
 /// Installs a target's standard library through rustup when it is missing.
 pub(crate) fn ensure_target(target: &str) -> Result<()> {
-    let sysroot = Command::new("rustc").args(["--print", "sysroot"]).output().context("cannot run rustc; is Rust installed (rustup.rs)?")?;
+    let sysroot = Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .context("cannot run rustc; is Rust installed (rustup.rs)?")?;
     let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
-    if Path::new(&sysroot).join("lib/rustlib").join(target).exists() {
+    if Path::new(&sysroot)
+        .join("lib/rustlib")
+        .join(target)
+        .exists()
+    {
         return Ok(());
     }
     eprintln!("installing the {target} target with rustup");
@@ -108,16 +132,31 @@ not json
     #[test]
     fn finds_component_and_program_artifacts() {
         let found = wasm_artifacts(MESSAGES);
-        assert_eq!(found, vec![("invoice".into(), PathBuf::from("/t/invoice.wasm")), ("shout".into(), PathBuf::from("/t/shout.wasm"))]);
+        assert_eq!(
+            found,
+            vec![
+                ("invoice".into(), PathBuf::from("/t/invoice.wasm")),
+                ("shout".into(), PathBuf::from("/t/shout.wasm"))
+            ]
+        );
     }
 
     #[test]
     fn picks_the_artifact_named_like_the_task_type() {
         let found = wasm_artifacts(MESSAGES);
-        assert_eq!(pick(&found, "shout").unwrap(), PathBuf::from("/t/shout.wasm"));
+        assert_eq!(
+            pick(&found, "shout").unwrap(),
+            PathBuf::from("/t/shout.wasm")
+        );
         let error = pick(&found, "other").unwrap_err().to_string();
-        assert!(error.contains("invoice, shout") && error.contains("--name"), "{error}");
-        assert_eq!(pick(&found[..1], "anything").unwrap(), PathBuf::from("/t/invoice.wasm"));
+        assert!(
+            error.contains("invoice, shout") && error.contains("--name"),
+            "{error}"
+        );
+        assert_eq!(
+            pick(&found[..1], "anything").unwrap(),
+            PathBuf::from("/t/invoice.wasm")
+        );
         assert!(pick(&[], "x").unwrap_err().to_string().contains("cdylib"));
     }
 }

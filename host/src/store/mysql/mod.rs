@@ -1,0 +1,361 @@
+//! The MySQL and MariaDB backend: the queue as a table in the application's own database, shared
+//! by any number of hosts. MySQL 8.0.13+ and MariaDB 10.6+ run the same SQL (nothing
+//! MariaDB-only; JSON_TABLE needs MySQL 8.0.4 and MariaDB 10.6, expression defaults MySQL 8.0.13).
+//!
+//! # Sessions
+//!
+//! URLs are `mysql://USER:PASSWORD@HOST:PORT/DATABASE` (`mariadb://` is the same). A pool of
+//! [`POOL_SIZE`] connections serves every caller. Each session runs at READ COMMITTED and in
+//! strict SQL mode, with the time zone set to UTC:
+//!
+//! - READ COMMITTED: the claim is a locking read (`FOR UPDATE SKIP LOCKED`) over the dispatch
+//!   index. At InnoDB's default REPEATABLE READ a locking scan also takes gap (next-key) locks
+//!   on what it walked past, which block enqueues inserting into those gaps and lead to
+//!   deadlocks between claims and inserts; READ COMMITTED locks only the rows a statement takes,
+//!   and every statement sees the latest committed rows, which is what a queue wants.
+//! - Strict mode: a value that does not fit its column is refused, never silently cut.
+//! - UTC: nothing here depends on the session time zone (times are BIGINT Unix milliseconds
+//!   computed by the host; the column defaults do not depend on it either), but the driver
+//!   assumes UTC for any time value it decodes.
+//!
+//! # Migrations
+//!
+//! `migrations/mysql/` is embedded and applied by [`open`] on a connection of its own, closed
+//! afterwards. sqlx's MySQL migrator (`sqlx-mysql` 0.8, `migrate.rs`, `lock`) takes
+//! `SELECT GET_LOCK(?, -1)` on a name derived from the database name before it reads the
+//! applied versions, and releases it when done, so hosts starting together wait for each other
+//! instead of racing. A failed migration would leave that connection holding the lock; closing
+//! the connection releases it. DDL is not transactional on MySQL, so each migration file is
+//! written to be safe to run again (see `migrations/mysql/0001_async_task.sql`).
+//!
+//! # No notifications
+//!
+//! MySQL has no LISTEN/NOTIFY: [`Store::watch_enqueues`] keeps its default (`false`). A host
+//! still wakes at once for its own enqueues; tasks enqueued by other hosts or by application
+//! SQL are seen at the next poll, so their pickup latency is up to the poll interval (1 s by
+//! default, `poll_interval`) when the host is idle.
+//!
+//! # Layout
+//!
+//! - `rows.rs`: the column list, status codes, times, decoding rows into tasks.
+//! - `enqueue.rs`: batched inserts with idempotency keys, and matching inserted ids to inputs.
+//! - `claim.rs`: the claim transaction (`FOR UPDATE SKIP LOCKED`), setting unreadable rows aside.
+//! - `running.rs`: writes to running tasks, fenced by lease and attempt: completions, progress,
+//!   lease extension, release, rescue.
+//! - `tasks.rs`: reading and listing tasks, retry and cancel, counts and backlog views.
+//! - `services.rs`: the effect ledger, key-value store, host-wide values and leadership.
+//!
+//! Batches travel as one JSON document expanded by `JSON_TABLE` where the statement would
+//! otherwise need one placeholder per row: one statement text per operation, so each connection
+//! prepares (and the server keeps) a handful of statements instead of one per batch size.
+
+mod claim;
+mod enqueue;
+mod rows;
+mod running;
+mod services;
+mod tasks;
+#[cfg(test)]
+mod tests;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::{ConnectOptions, Connection, Executor};
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{
+    AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, SharedStore, StatusCounts,
+    Store, StoreError, TaskFilter,
+};
+use crate::task::{Enqueued, NewTask, Task, TaskId};
+
+pub use claim::ClaimExplanation;
+
+/// Connections per host: enough for the dispatcher, completer, lease keeper, rescuer, enqueues
+/// and API reads to run side by side.
+pub const POOL_SIZE: u32 = 10;
+/// How long a caller waits for a free connection (or a new one) before the database counts as
+/// unavailable.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
+/// What every new session runs (see the module docs).
+const SESSION_SETUP: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; \
+     SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',STRICT_ALL_TABLES')";
+
+/// A task store in a MySQL or MariaDB database.
+pub struct MySqlStore {
+    pool: MySqlPool,
+    /// Most bytes of data one statement carries: half the server's `max_allowed_packet`, so a
+    /// batch of large payloads or results is split into statements the server accepts.
+    statement_bytes: usize,
+}
+
+/// Opens the store at `url`, applying the embedded migrations.
+pub async fn open(url: &str) -> Result<SharedStore, StoreError> {
+    Ok(Arc::new(MySqlStore::open(url).await?))
+}
+
+impl MySqlStore {
+    /// Connects to the database `url` names and applies the embedded migrations.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        let options = MySqlConnectOptions::from_str(url)?
+            .timezone(Some("+00:00".to_string()))
+            .charset("utf8mb4");
+        if options.get_database().is_none() {
+            return Err(StoreError::UnsupportedUrl(without_password(url)));
+        }
+        let mut migrator = options.connect().await?;
+        // `run_direct` takes the connection itself; `run` (through `Acquire`) would make this
+        // future unusable in `tokio::spawn` (sqlx's higher-ranked `Acquire` bound).
+        let migrated = sqlx::migrate!("../migrations/mysql")
+            .run_direct(&mut migrator)
+            .await;
+        let _ = migrator.close().await;
+        migrated?;
+        let pool = MySqlPoolOptions::new()
+            .max_connections(POOL_SIZE)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .after_connect(|connection, _| {
+                Box::pin(async move {
+                    connection.execute(SESSION_SETUP).await?;
+                    Ok(())
+                })
+            })
+            .connect_with(options)
+            .await?;
+        let (packet,): (u64,) = sqlx::query_as("SELECT @@max_allowed_packet")
+            .fetch_one(&pool)
+            .await?;
+        Ok(MySqlStore {
+            pool,
+            statement_bytes: usize::try_from(packet / 2).unwrap_or(usize::MAX),
+        })
+    }
+}
+
+/// `url` with its password replaced, for messages.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    match rest.split_once('@') {
+        Some((credentials, host)) if credentials.contains(':') => {
+            let user = credentials
+                .split_once(':')
+                .map_or(credentials, |(user, _)| user);
+            format!("{scheme}://{user}:***@{host}")
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// How often a transaction the server chose as a deadlock victim is run again. InnoDB rolls a
+/// victim back whole, so running it again is safe.
+const DEADLOCK_RETRIES: usize = 3;
+
+/// An error inside a transaction that [`retry_deadlocks`] may run again: the driver's error is
+/// kept as it is until that decision.
+enum Failure {
+    Sql(sqlx::Error),
+    Store(StoreError),
+}
+
+impl From<sqlx::Error> for Failure {
+    fn from(error: sqlx::Error) -> Self {
+        Failure::Sql(error)
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(error: StoreError) -> Self {
+        Failure::Store(error)
+    }
+}
+
+impl From<Failure> for StoreError {
+    fn from(failure: Failure) -> Self {
+        match failure {
+            Failure::Sql(error) => error.into(),
+            Failure::Store(error) => error,
+        }
+    }
+}
+
+/// Runs `transaction` until it is not a deadlock victim (at most [`DEADLOCK_RETRIES`] more times).
+async fn retry_deadlocks<T, F, Fut>(mut transaction: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Failure>>,
+{
+    let mut retries = 0;
+    loop {
+        match transaction().await {
+            Err(Failure::Sql(error))
+                if error_number(&error) == Some(ER_LOCK_DEADLOCK) && retries < DEADLOCK_RETRIES =>
+            {
+                retries += 1;
+                tracing::debug!(
+                    retries,
+                    "a transaction was chosen as a deadlock victim; running it again"
+                );
+            }
+            outcome => return outcome.map_err(StoreError::from),
+        }
+    }
+}
+
+/// MySQL's ER_LOCK_DEADLOCK.
+const ER_LOCK_DEADLOCK: u16 = 1213;
+
+/// The server's error number, for a database error.
+fn error_number(error: &sqlx::Error) -> Option<u16> {
+    match error {
+        sqlx::Error::Database(db) => db
+            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .map(|e| e.number()),
+        _ => None,
+    }
+}
+
+/// Joins serialized JSON values into JSON arrays of about `budget` bytes each (a value larger
+/// than the budget goes alone).
+fn json_arrays(items: impl Iterator<Item = String>, budget: usize) -> Vec<String> {
+    let mut arrays = Vec::new();
+    let mut current = String::from("[");
+    for item in items {
+        if current.len() > 1 && current.len() + item.len() + 2 > budget {
+            current.push(']');
+            arrays.push(std::mem::replace(&mut current, String::from("[")));
+        }
+        if current.len() > 1 {
+            current.push(',');
+        }
+        current.push_str(&item);
+    }
+    current.push(']');
+    arrays.push(current);
+    arrays
+}
+
+#[async_trait]
+impl Store for MySqlStore {
+    async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
+        self.enqueue_batch(tasks).await
+    }
+
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError> {
+        self.claim_batch(request).await
+    }
+
+    async fn complete(&self, completions: &[Completion]) -> Result<u64, StoreError> {
+        self.complete_batch(completions).await
+    }
+
+    async fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<(), StoreError> {
+        self.write_progress(updates).await
+    }
+
+    async fn extend_leases(
+        &self,
+        owner: &str,
+        attempts: &[AttemptId],
+        until: DateTime<Utc>,
+    ) -> Result<Vec<AttemptId>, StoreError> {
+        self.extend(owner, attempts, until).await
+    }
+
+    async fn release(&self, owner: &str, attempts: &[AttemptId]) -> Result<u64, StoreError> {
+        self.release_attempts(owner, attempts).await
+    }
+
+    async fn rescue_expired(&self, now: DateTime<Utc>) -> Result<RescueReport, StoreError> {
+        self.rescue(now).await
+    }
+
+    async fn get(&self, id: TaskId) -> Result<Option<Task>, StoreError> {
+        self.get_task(id).await
+    }
+
+    async fn list(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
+        self.list_tasks(filter).await
+    }
+
+    async fn retry(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
+        self.retry_task(id, now).await
+    }
+
+    async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
+        self.cancel_task(id, now).await
+    }
+
+    async fn counts(&self) -> Result<StatusCounts, StoreError> {
+        self.status_counts().await
+    }
+
+    async fn pending_by_type(&self) -> Result<BTreeMap<String, u64>, StoreError> {
+        self.pending_per_type().await
+    }
+
+    async fn count_ahead(&self, task: &Task, now: DateTime<Utc>) -> Result<u64, StoreError> {
+        self.ahead_of(task, now).await
+    }
+
+    async fn due_by_type(&self, now: DateTime<Utc>) -> Result<BTreeMap<String, u64>, StoreError> {
+        self.due_per_type(now).await
+    }
+
+    async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {
+        self.is_effect_recorded(task_type, key).await
+    }
+
+    async fn record_effect(
+        &self,
+        task_type: &str,
+        key: &str,
+        task_id: TaskId,
+    ) -> Result<(), StoreError> {
+        self.write_effect(task_type, key, task_id).await
+    }
+
+    async fn kv_get(&self, task_type: &str, key: &str) -> Result<Option<String>, StoreError> {
+        self.read_kv(task_type, key).await
+    }
+
+    async fn kv_set(&self, task_type: &str, key: &str, value: &str) -> Result<(), StoreError> {
+        self.write_kv(task_type, key, value).await
+    }
+
+    async fn kv_delete(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {
+        self.delete_kv(task_type, key).await
+    }
+
+    async fn meta_get_or_insert(&self, name: &str, value: &str) -> Result<String, StoreError> {
+        self.first_meta_value(name, value).await
+    }
+
+    async fn lead(
+        &self,
+        role: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> Result<String, StoreError> {
+        self.take_or_renew_lead(role, owner, now, lease).await
+    }
+
+    async fn resign(&self, role: &str, owner: &str) -> Result<(), StoreError> {
+        self.give_up_lead(role, owner).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}

@@ -1,0 +1,474 @@
+//! The PostgreSQL backend: many hosts share one task table in the application's own database.
+//!
+//! `postgres://` and `postgresql://` URLs open it. Each host keeps a pool of [`POOL_SIZE`]
+//! connections (an acquire waits at most [`ACQUIRE_TIMEOUT`]; a connection that died while idle
+//! is replaced before use, so a restarted server costs no failed statement). The schema and its
+//! times are the ones every backend shares: status codes 0–4 as SMALLINT, times as BIGINT Unix
+//! milliseconds (UTC), so nothing depends on the server's time zone or timestamp precision.
+//!
+//! Migrations (`migrations/postgres/`, embedded) run when a host opens the store, under a
+//! PostgreSQL advisory lock: sqlx's migrator (`Migrator::run`, sqlx-core 0.8
+//! `migrate/migrator.rs`) calls `lock()` before it even creates its `_sqlx_migrations` table,
+//! and the PostgreSQL driver implements `lock()` as `SELECT pg_advisory_lock($1)` with a key
+//! derived from the database name (sqlx-postgres 0.8 `migrate.rs`). Hosts starting together
+//! therefore migrate one after the other: the first applies what is missing, the others wait,
+//! then find nothing left to do. Each migration runs in a transaction with its bookkeeping
+//! row. The migrator unlocks only on success, so it runs on a connection of its own that is
+//! closed afterwards, which ends the session and with it the lock even when a migration failed.
+//! (A host whose migration fails reports it and does not start; the others then migrate.)
+//!
+//! The modules:
+//! - `rows`: the row type and the translation of codes, counters and times;
+//! - `enqueue`: batched, idempotent inserts, matched back to their inputs;
+//! - `claim`: the claim statement (`FOR UPDATE SKIP LOCKED` on the dispatch index) and claimed
+//!   rows that cannot be read;
+//! - `attempts`: completions, progress, leases, releases and rescue;
+//! - `wake`: LISTEN/NOTIFY, so other hosts' and applications' enqueues wake this host at once;
+//! - this file: opening, reads, retry and cancel, the host services' tables, leadership.
+//!
+//! `docs/databases.md` shows the claim's plan on a million rows.
+
+mod attempts;
+mod claim;
+mod enqueue;
+mod rows;
+mod wake;
+
+#[cfg(test)]
+mod tests;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{Connection, PgConnection, Postgres, QueryBuilder};
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+
+use self::rows::{
+    TaskRow, codes_where, into_tasks, millis, status_code, status_from_code, task_columns,
+};
+use super::{
+    AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, SharedStore, StatusCounts,
+    Store, StoreError, TaskFilter,
+};
+use crate::task::{Enqueued, NewTask, Status, Task, TaskId};
+
+/// Connections per host. The hot path needs few (one claim, one completion batch and the
+/// lease keeper at a time); the rest serve the API and handlers' host calls.
+pub const POOL_SIZE: u32 = 10;
+/// How long a statement waits for a free connection, or for the server to accept one.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Opens the store at `url` (`postgres://` or `postgresql://`), applying the migrations.
+pub async fn open(url: &str) -> Result<SharedStore, StoreError> {
+    Ok(Arc::new(PgStore::connect(url).await?))
+}
+
+/// A task store in a PostgreSQL database.
+pub struct PgStore {
+    pool: PgPool,
+    options: PgConnectOptions,
+    /// Turns true when the store closes: the wake-up listeners stop.
+    stop: watch::Sender<bool>,
+    listeners: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl PgStore {
+    /// Connects to the database at `url` and applies the embedded migrations.
+    pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
+        // READ COMMITTED whatever the database's default: every statement here relies on it
+        // (a claim skips rows others locked, a duplicate key is read in a new snapshot).
+        // (A startup option: its space is escaped for the server's option parser.)
+        let mut options = PgConnectOptions::from_str(url)?
+            .options([("default_transaction_isolation", r"read\ committed")]);
+        if options.get_application_name().is_none() {
+            // How Spool's sessions show in pg_stat_activity.
+            options = options.application_name("spool");
+        }
+        // One direct connection first: a server that is down, or refuses the login, fails the
+        // open at once with its own error (a pool would retry until its timeout).
+        PgConnection::connect_with(&options).await?.close().await?;
+        // Migrations on a connection of their own (a pool of one), closed afterwards: that
+        // ends the session, releasing the advisory lock however the migration ended.
+        let migrator = PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options.clone())
+            .await?;
+        let migrated = sqlx::migrate!("../migrations/postgres")
+            .run(&migrator)
+            .await;
+        migrator.close().await;
+        migrated?;
+        let pool = PgPoolOptions::new()
+            .max_connections(POOL_SIZE)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options.clone())
+            .await?;
+        let (stop, _) = watch::channel(false);
+        Ok(PgStore {
+            pool,
+            options,
+            stop,
+            listeners: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Turns the row an UPDATE … RETURNING gave (or did not give) into the caller's answer:
+    /// the changed task, `NotFound`, or `Conflict` naming the state the task is in.
+    async fn changed_or_conflict(
+        &self,
+        id: TaskId,
+        row: Option<TaskRow>,
+        action: &'static str,
+        allowed: &'static str,
+    ) -> Result<Task, StoreError> {
+        if let Some(row) = row {
+            return row.try_into();
+        }
+        match self.get(id).await? {
+            None => Err(StoreError::NotFound(id)),
+            Some(task) => Err(StoreError::Conflict {
+                id,
+                status: task.status,
+                action,
+                allowed,
+            }),
+        }
+    }
+
+    async fn counts_per_type(
+        &self,
+        sql: &str,
+        now: Option<i64>,
+    ) -> Result<BTreeMap<String, u64>, StoreError> {
+        let mut query = sqlx::query_as::<_, (String, i64)>(sql);
+        if let Some(now) = now {
+            query = query.bind(now);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        Ok(rows
+            .into_iter()
+            .map(|(task_type, n)| (task_type, n as u64))
+            .collect())
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
+        self.enqueue_tasks(tasks).await
+    }
+
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError> {
+        self.claim_tasks(request).await
+    }
+
+    async fn complete(&self, completions: &[Completion]) -> Result<u64, StoreError> {
+        self.complete_attempts(completions).await
+    }
+
+    async fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<(), StoreError> {
+        self.record_progress_of(updates).await
+    }
+
+    async fn extend_leases(
+        &self,
+        owner: &str,
+        attempts: &[AttemptId],
+        until: DateTime<Utc>,
+    ) -> Result<Vec<AttemptId>, StoreError> {
+        self.extend(owner, attempts, until).await
+    }
+
+    async fn release(&self, owner: &str, attempts: &[AttemptId]) -> Result<u64, StoreError> {
+        self.release_attempts(owner, attempts).await
+    }
+
+    async fn rescue_expired(&self, now: DateTime<Utc>) -> Result<RescueReport, StoreError> {
+        self.rescue(now).await
+    }
+
+    async fn get(&self, id: TaskId) -> Result<Option<Task>, StoreError> {
+        let row: Option<TaskRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM async_task WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(Task::try_from).transpose()
+    }
+
+    async fn list(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
+        let mut query = QueryBuilder::<Postgres>::new(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM async_task WHERE TRUE"
+        ));
+        if let Some(status) = filter.status {
+            query.push(" AND status = ").push_bind(status_code(status));
+        }
+        if let Some(task_type) = &filter.task_type {
+            query.push(" AND task_type = ").push_bind(task_type);
+        }
+        if let Some(before) = filter.before_id {
+            query.push(" AND id < ").push_bind(before);
+        }
+        query
+            .push(" ORDER BY id DESC LIMIT ")
+            .push_bind(i64::try_from(filter.limit).unwrap_or(i64::MAX));
+        let rows: Vec<TaskRow> = query.build_query_as().fetch_all(&self.pool).await?;
+        into_tasks(rows)
+    }
+
+    async fn retry(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
+        let row: Option<TaskRow> = sqlx::query_as(concat!(
+            "UPDATE async_task SET status = 0, retry_count = 0, next_run_at = $2, \
+                 finished_at = NULL, result = NULL, updated_at = $2 \
+             WHERE id = $1 AND status = ANY($3) RETURNING ",
+            task_columns!()
+        ))
+        .bind(id)
+        .bind(millis(now))
+        .bind(codes_where(Status::can_retry))
+        .fetch_optional(&self.pool)
+        .await?;
+        self.changed_or_conflict(id, row, "retry", "failed or cancelled")
+            .await
+    }
+
+    async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
+        let row: Option<TaskRow> = sqlx::query_as(concat!(
+            "UPDATE async_task SET status = 4, finished_at = $2, lease_owner = NULL, \
+                 lease_expires_at = NULL, updated_at = $2 \
+             WHERE id = $1 AND status = ANY($3) RETURNING ",
+            task_columns!()
+        ))
+        .bind(id)
+        .bind(millis(now))
+        .bind(codes_where(Status::can_cancel))
+        .fetch_optional(&self.pool)
+        .await?;
+        self.changed_or_conflict(id, row, "cancel", "pending or running")
+            .await
+    }
+
+    async fn counts(&self) -> Result<StatusCounts, StoreError> {
+        let rows: Vec<(i16, i64)> =
+            sqlx::query_as("SELECT status, COUNT(*) FROM async_task GROUP BY status")
+                .fetch_all(&self.pool)
+                .await?;
+        let mut counts = StatusCounts::default();
+        for (code, count) in rows {
+            let count = count as u64;
+            match status_from_code(code) {
+                Some(Status::Pending) => counts.pending = count,
+                Some(Status::Running) => counts.running = count,
+                Some(Status::Done) => counts.done = count,
+                Some(Status::Failed) => counts.failed = count,
+                Some(Status::Cancelled) => counts.cancelled = count,
+                None => {}
+            }
+        }
+        Ok(counts)
+    }
+
+    async fn pending_by_type(&self) -> Result<BTreeMap<String, u64>, StoreError> {
+        self.counts_per_type(
+            "SELECT task_type, COUNT(*) FROM async_task WHERE status = 0 GROUP BY task_type",
+            None,
+        )
+        .await
+    }
+
+    async fn count_ahead(&self, task: &Task, now: DateTime<Utc>) -> Result<u64, StoreError> {
+        // The claim's order: priority DESC, next_run_at, id.
+        let (count,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM async_task \
+             WHERE status = 0 AND task_type = $1 AND next_run_at <= $2 \
+               AND (priority > $3 OR (priority = $3 AND (next_run_at < $4 OR (next_run_at = $4 AND id < $5))))",
+        )
+        .bind(&task.task_type)
+        .bind(millis(now))
+        .bind(task.priority)
+        .bind(millis(task.next_run_at))
+        .bind(task.id)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(count as u64)
+    }
+
+    async fn due_by_type(&self, now: DateTime<Utc>) -> Result<BTreeMap<String, u64>, StoreError> {
+        self.counts_per_type(
+            "SELECT task_type, COUNT(*) FROM async_task WHERE status = 0 AND next_run_at <= $1 GROUP BY task_type",
+            Some(millis(now)),
+        )
+        .await
+    }
+
+    async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {
+        let row: Option<(i32,)> =
+            sqlx::query_as("SELECT 1 FROM effect_ledger WHERE task_type = $1 AND effect_key = $2")
+                .bind(task_type)
+                .bind(key)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.is_some())
+    }
+
+    async fn record_effect(
+        &self,
+        task_type: &str,
+        key: &str,
+        task_id: TaskId,
+    ) -> Result<(), StoreError> {
+        // Autocommit: committed (and durable, with the server's synchronous_commit) on return.
+        sqlx::query(
+            "INSERT INTO effect_ledger (task_type, effect_key, task_id, recorded_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(task_type)
+        .bind(key)
+        .bind(task_id)
+        .bind(millis(Utc::now()))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn kv_get(&self, task_type: &str, key: &str) -> Result<Option<String>, StoreError> {
+        let row: Option<(String,)> =
+            sqlx::query_as("SELECT kv_value FROM task_kv WHERE task_type = $1 AND kv_key = $2")
+                .bind(task_type)
+                .bind(key)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.map(|(value,)| value))
+    }
+
+    async fn kv_set(&self, task_type: &str, key: &str, value: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO task_kv (task_type, kv_key, kv_value, updated_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (task_type, kv_key) DO UPDATE SET kv_value = EXCLUDED.kv_value, updated_at = EXCLUDED.updated_at",
+        )
+        .bind(task_type)
+        .bind(key)
+        .bind(value)
+        .bind(millis(Utc::now()))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn kv_delete(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {
+        let outcome = sqlx::query("DELETE FROM task_kv WHERE task_type = $1 AND kv_key = $2")
+            .bind(task_type)
+            .bind(key)
+            .execute(&self.pool)
+            .await?;
+        Ok(outcome.rows_affected() > 0)
+    }
+
+    async fn meta_get_or_insert(&self, name: &str, value: &str) -> Result<String, StoreError> {
+        // Two statements, not one: an INSERT that found a concurrent host's row (it waits for
+        // that transaction, then does nothing) cannot read the row in its own snapshot; the
+        // SELECT after it, with a new snapshot, can.
+        sqlx::query(
+            "INSERT INTO spool_meta (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(value)
+        .execute(&self.pool)
+        .await?;
+        let (stored,): (String,) = sqlx::query_as("SELECT value FROM spool_meta WHERE name = $1")
+            .bind(name)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(stored)
+    }
+
+    async fn lead(
+        &self,
+        role: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> Result<String, StoreError> {
+        let until = millis(now + crate::task::chrono_duration(lease));
+        loop {
+            // The upsert waits for a concurrent one on the same role and then decides on the
+            // row that one left, so two hosts can never both win.
+            let won: Option<(String,)> = sqlx::query_as(
+                "INSERT INTO spool_leader (role, owner, expires_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (role) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at \
+                 WHERE spool_leader.owner = EXCLUDED.owner OR spool_leader.expires_at < $4 \
+                 RETURNING owner",
+            )
+            .bind(role)
+            .bind(owner)
+            .bind(until)
+            .bind(millis(now))
+            .fetch_optional(&self.pool)
+            .await?;
+            if let Some((leader,)) = won {
+                return Ok(leader);
+            }
+            let leader: Option<(String,)> =
+                sqlx::query_as("SELECT owner FROM spool_leader WHERE role = $1")
+                    .bind(role)
+                    .fetch_optional(&self.pool)
+                    .await?;
+            if let Some((leader,)) = leader {
+                return Ok(leader);
+            }
+            // The leader resigned between the two statements: the role is free, ask again.
+        }
+    }
+
+    async fn resign(&self, role: &str, owner: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM spool_leader WHERE role = $1 AND owner = $2")
+            .bind(role)
+            .bind(owner)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    fn watch_enqueues(&self, wake: Arc<Notify>) -> bool {
+        let listener = tokio::spawn(wake::listen(
+            self.options.clone(),
+            wake,
+            self.stop.subscribe(),
+        ));
+        self.listeners
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(listener);
+        true
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn close(&self) {
+        self.stop.send_replace(true);
+        let listeners = std::mem::take(
+            &mut *self
+                .listeners
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+        for listener in listeners {
+            let _ = listener.await;
+        }
+        self.pool.close().await;
+    }
+}

@@ -1,0 +1,132 @@
+//! Leadership: which host runs the maintenance services (the rescuer today) when several hosts
+//! share one database.
+//!
+//! A leader row with a lease, in the store (`Store::lead`), rather than a session-scoped
+//! advisory lock: the same statement shape works on SQLite, PostgreSQL and MySQL, it survives a
+//! pooled connection being recycled, and it needs no dedicated connection held open for the
+//! life of the host. The leader renews every third of the lease; when it stops renewing (it
+//! died or lost the database), any other host takes over at its next attempt after the lease
+//! ran out, so failover takes at most one lease plus one renewal interval. A host that stops
+//! gracefully resigns, so a successor takes over at once.
+
+use chrono::Utc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+use crate::shutdown::{Shutdown, Stage};
+use crate::store::SharedStore;
+
+/// The role maintenance services run under.
+pub const MAINTENANCE: &str = "maintenance";
+
+/// What this host knows about the leadership, shared with the services and the API.
+#[derive(Debug)]
+pub struct Leadership {
+    leading: watch::Sender<bool>,
+    leader: Mutex<Option<String>>,
+}
+
+impl Default for Leadership {
+    fn default() -> Self {
+        Leadership {
+            leading: watch::channel(false).0,
+            leader: Mutex::new(None),
+        }
+    }
+}
+
+impl Leadership {
+    /// Whether this host leads now.
+    pub fn is_leader(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    /// The leading host as last seen, if known.
+    pub fn leader(&self) -> Option<String> {
+        self.leader
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// A receiver that changes whenever this host gains or loses the leadership.
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.leading.subscribe()
+    }
+
+    fn set(&self, leader: Option<String>, leading: bool) {
+        *self.leader.lock().unwrap_or_else(|p| p.into_inner()) = leader;
+        self.leading.send_if_modified(|current| {
+            let changed = *current != leading;
+            *current = leading;
+            changed
+        });
+    }
+}
+
+/// The elector service: takes and renews the leadership, or watches for its expiry.
+pub struct Elector {
+    pub store: SharedStore,
+    pub owner: String,
+    /// How long a leader's claim lasts without renewal.
+    pub lease: Duration,
+    pub leadership: Arc<Leadership>,
+    pub shutdown: Shutdown,
+}
+
+impl Elector {
+    /// One election round: take or renew the leadership if possible; returns whether this host
+    /// leads. A database error drops the leadership (it cannot be renewed, so another host may
+    /// already hold it by the time the database answers again).
+    pub async fn run_once(&self) -> bool {
+        match self
+            .store
+            .lead(MAINTENANCE, &self.owner, Utc::now(), self.lease)
+            .await
+        {
+            Ok(leader) => {
+                let leading = leader == self.owner;
+                if leading != self.leadership.is_leader() {
+                    if leading {
+                        tracing::info!(host_id = %self.owner, "this host now leads maintenance");
+                    } else {
+                        tracing::info!(leader = %leader, "another host leads maintenance");
+                    }
+                }
+                self.leadership.set(Some(leader), leading);
+                leading
+            }
+            Err(error) => {
+                if self.leadership.is_leader() {
+                    tracing::warn!(
+                        "cannot renew the maintenance leadership ({error}); stepping down"
+                    );
+                }
+                self.leadership.set(None, false);
+                false
+            }
+        }
+    }
+
+    /// Elects every third of the lease until shutdown, then resigns if leading.
+    pub async fn run(self) {
+        let mut ticker = tokio::time::interval((self.lease / 3).max(Duration::from_millis(100)));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = self.shutdown.reached(Stage::Graceful) => break,
+            }
+            self.run_once().await;
+        }
+        if self.leadership.is_leader() {
+            self.leadership.set(None, false);
+            if let Err(error) = self.store.resign(MAINTENANCE, &self.owner).await {
+                tracing::warn!(
+                    "could not resign the maintenance leadership ({error}); another host takes over when the lease ends"
+                );
+            }
+        }
+    }
+}
