@@ -1,10 +1,12 @@
 //! What a valid new task is, as far as the row itself can tell.
 //!
-//! These rules mirror the host's (`host/src/enqueue.rs` and the task type name rule in
-//! `host/src/plugins/loader.rs`, both used by `POST /tasks`): this crate does not depend on the
-//! `spool` crate, so an application that only enqueues does not compile the host. Change them
-//! together; the tests in `client/tests/enqueue/rules.rs` check that both
-//! sides answer the same on examples.
+//! These rules mirror the host's: `prepare` in `host/src/enqueue.rs` (what `POST /tasks` and
+//! handlers' follow-up tasks accept), the task type name rule it calls in
+//! `host/src/plugins/loader.rs`, and the field types of `NewTask` in `host/src/task.rs`
+//! (priority `i32`, max_retry `u32`, which [`Task`](crate::Task) keeps). This crate does not
+//! depend on the `spool` crate, so that an application that only enqueues does not compile the
+//! host; change both sides together. The tests in `client/tests/enqueue/rules.rs` check that
+//! they answer the same on examples.
 
 /// Longest task type name, in bytes (the name is ASCII).
 pub const MAX_TASK_TYPE: usize = 64;
