@@ -4,12 +4,14 @@
 //! and `mariadb.rs`.
 //!
 //! Every server is an *instance*: a folder under `target/test-databases` holding its data (in
-//! `data`), its configuration, its log and the file `port`. The shared instances, `postgres` and `mariadb`,
-//! are the ones the suite's URLs point at; tests that stop a server start private instances
-//! (`private/NAME/<engine>`, `--instance NAME`) so their outage never reaches other tests.
-//! A server listens on 127.0.0.1 only, on a port picked when its folder is created and kept for
-//! its life, so a URL stays valid across `db stop` and `db start`. System-wide instances and
-//! the default ports are never touched: a server is found by its folder on its command line.
+//! `data`), its configuration, its log and the file `port`. The shared instances, `postgres`
+//! and `mariadb`, are the ones the suite's URLs point at; tests that stop a server start
+//! private instances (`private/NAME/<engine>`, `--instance NAME`) so their outage never
+//! reaches other tests. A server listens on 127.0.0.1 only, on a port picked when its folder is
+//! created (below the ephemeral range, never a default port) and kept for its life, so a URL
+//! stays valid across `db stop` and `db start`. System-wide instances are never touched: a
+//! server's processes are found by its folder (on the command line, or as working folder), not
+//! by name or pid file.
 //!
 //! The URLs carry one login on both engines, `spool` / `spool`: in PostgreSQL a role with
 //! CREATEDB that owns the database `spool`; in MariaDB a user with every privilege on every
@@ -262,8 +264,9 @@ impl Instance {
                     self.stop_locked()?;
                     if !process::port_free(port) {
                         bail!(
-                            "cannot start the {engine} server in {}: another process listens on its port {port} \
-                             (`cargo xtask db start --fresh` makes a new server on another port)",
+                            "cannot start the {engine} server in {}: another process listens \
+                             on its port {port} (`cargo xtask db start --fresh` makes a new \
+                             server on another port)",
                             dir.display()
                         );
                     }
@@ -490,7 +493,8 @@ fn suite_lock(root: &Path) -> Result<File> {
         .with_context(|| format!("cannot open {}", path.display()))?;
     if file.try_lock().is_err() {
         eprintln!(
-            "another `cargo xtask test` in this tree is using the test database servers; waiting for it to end"
+            "another `cargo xtask test` in this tree is using the test database servers; \
+             waiting for it to end"
         );
         file.lock()
             .with_context(|| format!("cannot lock {}", path.display()))?;

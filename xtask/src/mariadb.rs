@@ -1,8 +1,9 @@
 //! MariaDB test servers: Debian's `mariadbd`, `mariadb-install-db` and `mariadb` client (the
 //! packages with the programs only, not the one that runs a system-wide service), a data
 //! folder made by `mariadb-install-db`, and a `my.cnf` in the server's folder that pins
-//! loopback, the port, the socket, the pid file and the log, and is the only configuration the
-//! server reads. The server runs detached; as root it runs as root (`user = root`).
+//! loopback, the port, and the socket, pid file, log and temporary files inside the folder, and
+//! is the only configuration the server reads. The server runs detached; as root it runs as
+//! root (`user = root`).
 
 use crate::databases::{self, DATABASE, PASSWORD, USER};
 use crate::process::{self, find_program, is_root, run_captured};
@@ -67,6 +68,7 @@ pub fn create(dir: &Path, port: u16) -> Result<()> {
          socket = {socket}\n\
          pid-file = {dir}/mariadbd.pid\n\
          log-error = {dir}/server.log\n\
+         tmpdir = {dir}/tmp\n\
          port = {port}\n\
          bind-address = 127.0.0.1\n\
          skip-name-resolve\n\
@@ -79,6 +81,7 @@ pub fn create(dir: &Path, port: u16) -> Result<()> {
         config.push_str("user = root\n");
     }
     fs::write(config_file(dir), config).context("cannot write my.cnf")?;
+    fs::create_dir_all(dir.join("tmp")).context("cannot create the server's tmpdir")?;
     let mut command = Command::new(install_db);
     command
         .current_dir(dir)
@@ -87,7 +90,12 @@ pub fn create(dir: &Path, port: u16) -> Result<()> {
     if is_root() {
         command.arg("--user=root");
     }
-    run_captured(&mut command).context("mariadb-install-db failed")?;
+    run_captured(&mut command).with_context(|| {
+        format!(
+            "mariadb-install-db failed; {}",
+            process::log_tail(&dir.join("server.log"), 20)
+        )
+    })?;
     // Run once by the server as it starts, before it accepts connections.
     let init = dir.join("init.sql");
     fs::write(
