@@ -14,7 +14,7 @@ use crate::util::{Workspace, repo_root};
 const SCHEMATHESIS: &str = "schemathesis==4.32.5";
 /// Test cases per operation and phase: enough to cover every field's edges, small enough for
 /// the whole run to take about a minute.
-const MAX_EXAMPLES: &str = "100";
+const MAX_EXAMPLES: &str = "200";
 /// The run is stopped and the test failed past this.
 const TIME_LIMIT: Duration = Duration::from_secs(300);
 
@@ -157,7 +157,7 @@ fn api_contract_holds_under_schemathesis() {
     );
     assert!(summary.contains("No issues found"), "{}", output.text);
     assert!(
-        !host.log().contains("panicked"),
+        !host.log().lines().any(|line| line.starts_with("thread '")),
         "the host panicked:\n{}",
         host.log()
     );

@@ -84,7 +84,10 @@ pub struct ApiPath<T>(pub T);
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "Spool", description = "Enqueue tasks, follow them, retry or cancel them. Handlers are WebAssembly components loaded from the host's plugin folder."),
+    info(title = "Spool", description = "Enqueue tasks, follow them, retry or cancel them. Handlers are WebAssembly components loaded from the host's plugin folder.\n\n\
+Errors are `{\"error\": {\"code\", \"message\"}}`. When the host has an API token, every operation but `GET /health` needs a bearer token: the API token, or for reads the read token. \
+A host on loopback answers only to its own names (403 `forbidden_host`), and refuses changes sent by browser pages of another origin (403 `forbidden_origin`). \
+`GET /tasks` pages by tasks (`limit`) and by size: a page stops once its payloads, results, logs and errors reach 4 MiB; `next_before` continues it."),
     modifiers(&BearerAuth),
     tags((name = "tasks", description = "The task queue"), (name = "host", description = "This host and its plugins"))
 )]
