@@ -81,10 +81,13 @@ impl PgStore {
     /// Connects to the database at `url` and applies the embedded migrations.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
         // READ COMMITTED whatever the database's default: every statement here relies on it
-        // (a claim skips rows others locked, a duplicate key is read in a new snapshot).
-        // (A startup option: its space is escaped for the server's option parser.)
-        let mut options = PgConnectOptions::from_str(url)?
-            .options([("default_transaction_isolation", r"read\ committed")]);
+        // (a claim skips rows others locked, a duplicate key is read in a new snapshot). The
+        // space is escaped for the server's parser of startup options. Notices ("relation
+        // _sqlx_migrations already exists, skipping" on every start) stay out of the log.
+        let mut options = PgConnectOptions::from_str(url)?.options([
+            ("default_transaction_isolation", r"read\ committed"),
+            ("client_min_messages", "warning"),
+        ]);
         if options.get_application_name().is_none() {
             // How Spool's sessions show in pg_stat_activity.
             options = options.application_name("spool");

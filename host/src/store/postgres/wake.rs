@@ -41,8 +41,9 @@ pub(super) async fn listen(
         .max_lifetime(None)
         .connect_lazy_with(options);
     let mut backoff = FIRST_BACKOFF;
-    let mut connected_before = false;
-    let mut failing = false;
+    // Whether the listener was connected before (so this is a reconnection), and whether a
+    // failure to connect was reported since.
+    let (mut connected_before, mut failing) = (false, false);
     loop {
         let session = tokio::select! {
             biased;
@@ -51,10 +52,8 @@ pub(super) async fn listen(
         };
         match session {
             Ok(mut listener) => {
-                if failing {
+                if connected_before || failing {
                     tracing::info!("listening for enqueues again");
-                }
-                if connected_before {
                     // Whatever was enqueued while the connection was down notified nobody.
                     wake.notify_one();
                 }
