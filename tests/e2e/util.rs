@@ -160,6 +160,8 @@ pub fn artifact(name: &str) -> PathBuf {
 /// A test's own folder with a database and a plugin folder.
 pub struct Workspace {
     pub dir: tempfile::TempDir,
+    /// The task database when it is not the workspace's own SQLite file (a server database).
+    pub database: Option<String>,
 }
 
 impl Workspace {
@@ -167,7 +169,10 @@ impl Workspace {
     pub fn with_plugins(names: &[&str]) -> Workspace {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("plugins")).unwrap();
-        let ws = Workspace { dir };
+        let ws = Workspace {
+            dir,
+            database: None,
+        };
         for name in names {
             ws.add_plugin(name, name);
         }
@@ -198,8 +203,17 @@ impl Workspace {
         self.dir.path().join("plugin-data")
     }
 
+    /// Uses `url` (a PostgreSQL or MySQL database) instead of the workspace's SQLite file.
+    pub fn on_database(mut self, url: String) -> Workspace {
+        self.database = Some(url);
+        self
+    }
+
     pub fn database_url(&self) -> String {
-        format!("sqlite://{}", self.dir.path().join("spool.db").display())
+        match &self.database {
+            Some(url) => url.clone(),
+            None => format!("sqlite://{}", self.dir.path().join("spool.db").display()),
+        }
     }
 
     /// Starts a host on this workspace with extra `serve` flags.
@@ -239,7 +253,11 @@ impl Host {
             ])
             .arg("--plugins")
             .arg(ws.plugin_dir())
-            .args(["--poll-interval", "100ms"])
+            .args(if extra.contains(&"--poll-interval") {
+                &[][..]
+            } else {
+                &["--poll-interval", "100ms"][..]
+            })
             .args(extra)
             .env("RUST_LOG", "info,spool=debug")
             .env_remove("SPOOL_API_TOKEN")

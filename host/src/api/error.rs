@@ -152,12 +152,20 @@ impl From<&StoreError> for ApiError {
             StoreError::Conflict { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "conflict", error.to_string())
             }
-            StoreError::Database(_) | StoreError::Closed => {
-                tracing::error!("database error serving a request: {error}");
+            StoreError::Unavailable(_) | StoreError::Closed => {
+                tracing::warn!("the database is unavailable serving a request: {error}");
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "unavailable",
                     "the task database is not answering; nothing was changed, try again shortly",
+                )
+            }
+            StoreError::Database(_) => {
+                tracing::error!("the database refused a request: {error}");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "database_error",
+                    "the task database refused the request; nothing was changed; see the host's log",
                 )
             }
             _ => {

@@ -128,12 +128,15 @@ fn error_is_transient(error: &sqlx::Error) -> bool {
     }
 }
 
+/// A claimed row that did not read back: its id and why.
+pub type Unreadable = (TaskId, String);
+
 /// Splits claimed rows into the tasks that read back and the ids of rows that did not, with
 /// the reason. A backend fails the unreadable ones (see [`unreadable_reason`]) instead of
 /// returning an error: one bad row written by application SQL must not block every later claim.
 pub fn split_unreadable(
     rows: impl IntoIterator<Item = Result<Task, StoreError>>,
-) -> Result<(Vec<Task>, Vec<(TaskId, String)>), StoreError> {
+) -> Result<(Vec<Task>, Vec<Unreadable>), StoreError> {
     let mut tasks = Vec::new();
     let mut unreadable = Vec::new();
     for row in rows {

@@ -240,14 +240,14 @@ impl Dispatcher {
                     None => orphans.push(AttemptId::of(&task)),
                 }
             }
-            if !orphans.is_empty() {
-                if let Err(error) = self.store.release(&self.owner, &orphans).await {
-                    // Their leases expire and the rescuer returns them; nothing is lost.
-                    tracing::warn!(
-                        tasks = orphans.len(),
-                        "handing back tasks of a type removed meanwhile failed: {error}"
-                    );
-                }
+            if !orphans.is_empty()
+                && let Err(error) = self.store.release(&self.owner, &orphans).await
+            {
+                // Their leases expire and the rescuer returns them; nothing is lost.
+                tracing::warn!(
+                    tasks = orphans.len(),
+                    "handing back tasks of a type removed meanwhile failed: {error}"
+                );
             }
         }
         (claimed, None)
@@ -296,7 +296,7 @@ impl Dispatcher {
                 // The task was cancelled (its row already says so); dropping the run stopped
                 // the guest. Nothing to record.
                 tracing::info!(task_id = task.id, task_type = %task.task_type, "running attempt interrupted: the task was cancelled");
-                drop(in_flight);
+                in_flight.finish();
                 drop(permit);
                 finished.notify_one();
                 return;
@@ -333,7 +333,7 @@ impl Dispatcher {
         };
         // Off the in-flight list before the completion is queued: shutdown releases only tasks
         // whose outcome will never be written.
-        drop(in_flight);
+        in_flight.finish();
         if self
             .updates
             .send(Update::Finished(completion))

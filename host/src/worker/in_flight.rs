@@ -21,6 +21,9 @@ struct Running {
 #[derive(Default)]
 pub struct InFlight {
     attempts: Mutex<HashMap<AttemptId, Running>>,
+    /// Attempts stopped before they finished (aborted at shutdown): their tasks are still
+    /// leased here and must be handed back.
+    abandoned: Mutex<Vec<AttemptId>>,
 }
 
 impl InFlight {
@@ -89,9 +92,23 @@ impl InFlight {
         self.lock().is_empty()
     }
 
-    /// Removes and returns every registered attempt (shutdown).
+    /// Marks an attempt as stopped before it finished: it leaves the running set, and
+    /// [`InFlight::drain`] returns it so its task is handed back.
+    pub fn abandon(&self, attempt: AttemptId) {
+        if self.lock().remove(&attempt).is_some() {
+            self.abandoned
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(attempt);
+        }
+    }
+
+    /// Removes and returns every attempt whose task is still leased here: those registered and
+    /// those abandoned (shutdown).
     pub fn drain(&self) -> Vec<AttemptId> {
-        self.lock().drain().map(|(id, _)| id).collect()
+        let mut attempts: Vec<AttemptId> = self.lock().drain().map(|(id, _)| id).collect();
+        attempts.append(&mut self.abandoned.lock().unwrap_or_else(|p| p.into_inner()));
+        attempts
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<AttemptId, Running>> {
@@ -103,22 +120,46 @@ impl InFlight {
     }
 }
 
-/// Removes an attempt from [`InFlight`] when dropped, however the attempt ends (finished,
-/// cancelled, or a panic unwinding through it), so no attempt stays registered forever.
+/// Takes an attempt out of [`InFlight`] however the attempt ends, so none stays registered:
+/// - [`InFlightGuard::finish`]: it finished (its outcome goes to the completer) or was
+///   cancelled (its row already says so);
+/// - dropped while a panic unwinds: unregistered, so its lease is no longer extended; the lease
+///   expires and the rescuer takes the task back, counting the attempt (a host bug must not
+///   make a task run forever uncounted);
+/// - dropped otherwise (the attempt was aborted at shutdown): abandoned, so the shutdown hands
+///   its task back to the queue without counting the attempt.
 pub struct InFlightGuard {
     in_flight: Arc<InFlight>,
     attempt: AttemptId,
+    finished: bool,
 }
 
 impl InFlightGuard {
     pub fn new(in_flight: Arc<InFlight>, attempt: AttemptId) -> Self {
-        InFlightGuard { in_flight, attempt }
+        InFlightGuard {
+            in_flight,
+            attempt,
+            finished: false,
+        }
+    }
+
+    /// The attempt ended and nothing about its task needs handing back.
+    pub fn finish(mut self) {
+        self.in_flight.finish(self.attempt);
+        self.finished = true;
     }
 }
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        self.in_flight.finish(self.attempt);
+        if self.finished {
+            return;
+        }
+        if std::thread::panicking() {
+            self.in_flight.finish(self.attempt);
+        } else {
+            self.in_flight.abandon(self.attempt);
+        }
     }
 }
 
@@ -166,5 +207,20 @@ mod tests {
         });
         assert!(outcome.is_err());
         assert!(in_flight.is_empty());
+        assert!(
+            in_flight.drain().is_empty(),
+            "a panicked attempt is left to the rescuer"
+        );
+    }
+
+    #[test]
+    fn an_aborted_attempt_is_handed_back_at_shutdown_and_a_finished_one_is_not() {
+        let in_flight = Arc::new(InFlight::default());
+        in_flight.start(attempt(1, 1), "a");
+        in_flight.start(attempt(2, 1), "a");
+        InFlightGuard::new(in_flight.clone(), attempt(1, 1)).finish();
+        drop(InFlightGuard::new(in_flight.clone(), attempt(2, 1))); // aborted
+        assert!(in_flight.is_empty(), "neither is running any more");
+        assert_eq!(in_flight.drain(), [attempt(2, 1)]);
     }
 }
