@@ -41,10 +41,11 @@ pub enum Error {
     )]
     PayloadTooLarge { size: usize, limit: usize },
 
-    /// The idempotency key is empty or too long.
+    /// The idempotency key is empty, too long, or holds control characters.
     #[error(
-        "the idempotency key is {len} bytes; it must be 1 to {MAX_IDEMPOTENCY_KEY}: derive it \
-         from the business row (for example `approval-1042`), or hash a longer one"
+        "the idempotency key is {len} characters; it must be 1 to {MAX_IDEMPOTENCY_KEY} characters \
+         without control characters: derive it from the business row (for example \
+         `approval-1042`), or hash a longer one"
     )]
     BadIdempotencyKey { len: usize },
 

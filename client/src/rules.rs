@@ -11,7 +11,7 @@
 /// Longest task type name, in bytes (the name is ASCII).
 pub const MAX_TASK_TYPE: usize = 64;
 
-/// Longest accepted idempotency key, in bytes (the host's `MAX_IDEMPOTENCY_KEY`).
+/// Longest accepted idempotency key, in characters (the host's `MAX_IDEMPOTENCY_KEY`).
 pub const MAX_IDEMPOTENCY_KEY: usize = 255;
 
 /// The default payload limit, in bytes: the host's default `max_payload` (1 MiB). A host
@@ -29,9 +29,11 @@ pub fn is_valid_task_type(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// Whether `key` is an acceptable idempotency key: 1 to 255 bytes.
+/// Whether `key` is an acceptable idempotency key: 1 to 255 characters, no control characters.
 pub fn is_valid_idempotency_key(key: &str) -> bool {
-    !key.is_empty() && key.len() <= MAX_IDEMPOTENCY_KEY
+    !key.is_empty()
+        && key.chars().count() <= MAX_IDEMPOTENCY_KEY
+        && !key.chars().any(char::is_control)
 }
 
 /// Whether `text` is one JSON value (the host parses payloads the same way: `serde_json`).
@@ -72,6 +74,12 @@ mod tests {
         assert!(is_valid_idempotency_key(&"k".repeat(255)));
         assert!(!is_valid_idempotency_key(""));
         assert!(!is_valid_idempotency_key(&"k".repeat(256)));
+        assert!(
+            is_valid_idempotency_key(&"ключ".repeat(60)),
+            "characters, not bytes"
+        );
+        assert!(!is_valid_idempotency_key("a\u{0}b"));
+        assert!(!is_valid_idempotency_key("line\nbreak"));
         assert!(check_json(r#"{"a": [1, 2.5, null, "x"]}"#).is_ok());
         assert!(check_json("17").is_ok());
         assert!(check_json("{a: 1}").is_err());

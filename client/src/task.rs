@@ -156,7 +156,9 @@ impl Task {
         if let Some(key) = &self.idempotency_key
             && !rules::is_valid_idempotency_key(key)
         {
-            return Err(Error::BadIdempotencyKey { len: key.len() });
+            return Err(Error::BadIdempotencyKey {
+                len: key.chars().count(),
+            });
         }
         let run_at = match self.when {
             When::Now => Some(now),

@@ -44,7 +44,9 @@ pub enum RejectReason {
     PayloadTooLarge { size: usize, limit: usize },
     #[error("the payload is not valid JSON: {0}")]
     PayloadNotJson(String),
-    #[error("idempotency_key must be 1 to {MAX_IDEMPOTENCY_KEY} characters")]
+    #[error(
+        "idempotency_key must be 1 to {MAX_IDEMPOTENCY_KEY} characters, without control characters"
+    )]
     BadIdempotencyKey,
     #[error("max_retry {0} is out of range: at most {MAX_RETRY}")]
     MaxRetryOutOfRange(u32),
@@ -76,7 +78,9 @@ pub fn prepare(
         return Err(RejectReason::PayloadNotJson(error.to_string()));
     }
     if let Some(key) = &request.idempotency_key
-        && (key.is_empty() || key.chars().count() > MAX_IDEMPOTENCY_KEY)
+        && (key.is_empty()
+            || key.chars().count() > MAX_IDEMPOTENCY_KEY
+            || key.chars().any(char::is_control))
     {
         return Err(RejectReason::BadIdempotencyKey);
     }

@@ -311,7 +311,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         tracing::info!("stopped; every task is either finished or back in the queue");
     });
 
-    tracing::info!(%addr, host_id = %host_id, concurrency = config.concurrency, database = %config.database_url, "serving");
+    tracing::info!(%addr, host_id = %host_id, concurrency = config.concurrency, database = %store::describe_url(&config.database_url), "serving");
     Ok(RunningHost {
         addr,
         host_id,

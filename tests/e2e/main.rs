@@ -28,3 +28,4 @@ mod server_outage;
 mod servers_smoke;
 mod services;
 mod shutdown;
+mod sql_enqueue;

@@ -65,8 +65,13 @@ pub struct EnqueueRequest {
     #[serde(default, deserialize_with = "whole_number")]
     pub max_retry: Option<u32>,
     /// At most one task per (task type, key): enqueueing the same key again returns the
-    /// existing task with `duplicate: true`. 1 to 255 characters.
-    #[schema(min_length = 1, max_length = 255)]
+    /// existing task with `duplicate: true`. 1 to 255 characters, no control characters
+    /// (every backend can store and compare the key exactly).
+    #[schema(
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub idempotency_key: Option<String>,
 }
 

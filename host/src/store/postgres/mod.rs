@@ -60,8 +60,9 @@ use crate::task::{Enqueued, NewTask, Status, Task, TaskId};
 /// Connections per host. The hot path needs few (one claim, one completion batch and the
 /// lease keeper at a time); the rest serve the API and handlers' host calls.
 pub const POOL_SIZE: u32 = 10;
-/// How long a statement waits for a free connection, or for the server to accept one.
-pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a statement waits for a free connection, or for the server to accept one. Short, so
+/// that while the server is away an API request answers 503 promptly instead of hanging.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Opens the store at `url` (`postgres://` or `postgresql://`), applying the migrations.
 pub async fn open(url: &str) -> Result<SharedStore, StoreError> {
