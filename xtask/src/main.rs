@@ -88,6 +88,11 @@ fn cargo() -> Command {
 
 /// The whole suite, against throw-away database servers that stop when it ends.
 fn test(root: &Path, extra: &[String]) -> Result<()> {
+    // The whole suite (no filter given) starts with the code checks, which also compile the
+    // benchmarks: formatting, and clippy with every warning an error.
+    if extra.is_empty() {
+        hygiene(root)?;
+    }
     apt::ensure_c_toolchain()?;
     databases::ensure_installed()?;
     plugins::build_plugins(root)?;
@@ -97,6 +102,31 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
         .args(["test", "--workspace"])
         .args(extra)
         .envs(servers.env()))
+}
+
+/// `cargo fmt --check` and `cargo clippy -D warnings` over every target of the workspace.
+fn hygiene(root: &Path) -> Result<()> {
+    let has = |tool: &str| {
+        Command::new("cargo")
+            .args([tool, "--version"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !has("fmt") || !has("clippy") {
+        run(Command::new("rustup").args(["component", "add", "rustfmt", "clippy"]))
+            .context("formatting and lint checks need rustfmt and clippy; install them with `rustup component add rustfmt clippy`")?;
+    }
+    run(cargo().current_dir(root).args(["fmt", "--all", "--check"]))
+        .context("the code is not formatted: run `cargo fmt --all`")?;
+    run(cargo().current_dir(root).args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))
+    .context("clippy found problems: fix them (the messages are above)")
 }
 
 /// `cargo xtask bench` runs the throughput benchmark; `cargo xtask bench --languages` runs the
