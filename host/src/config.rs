@@ -55,6 +55,8 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// API connections served at once; further ones wait in the listen queue.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// The longest `GET /tasks/{id}?wait=` a host allows by default, and the most it may allow.
+pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(60);
 
 /// Settings from one source; every field optional so sources can be layered.
 #[derive(Debug, Clone, Default, Args, Deserialize)]
@@ -153,6 +155,10 @@ pub struct Settings {
     /// Most tasks in one batch request [default: 10000]
     #[arg(long, env = "SPOOL_MAX_BATCH")]
     pub max_batch: Option<usize>,
+    /// Longest `GET /tasks/{id}?wait=` this host allows, at most 60s; lower it below a proxy's idle timeout [default: 60s]
+    #[arg(long, env = "SPOOL_MAX_WAIT", value_parser = humantime::parse_duration)]
+    #[serde(default, with = "humantime_serde")]
+    pub max_wait: Option<Duration>,
 }
 
 impl Settings {
@@ -187,6 +193,7 @@ impl Settings {
             max_payload: self.max_payload.or(lower.max_payload),
             max_body: self.max_body.or(lower.max_body),
             max_batch: self.max_batch.or(lower.max_batch),
+            max_wait: self.max_wait.or(lower.max_wait),
         }
     }
 
@@ -261,6 +268,8 @@ pub struct Config {
     pub max_payload_bytes: usize,
     pub max_body_bytes: usize,
     pub max_batch: usize,
+    /// The longest long-poll of `GET /tasks/{id}?wait=`.
+    pub max_wait: Duration,
     pub max_result_bytes: usize,
     pub pooling: bool,
 }
@@ -325,6 +334,12 @@ impl Config {
             return Err(ConfigError("max_connections must be at least 1".into()));
         }
         let max_batch = settings.max_batch.unwrap_or(DEFAULT_MAX_BATCH);
+        let max_wait = positive(settings.max_wait, "max_wait", DEFAULT_MAX_WAIT)?;
+        if max_wait > DEFAULT_MAX_WAIT {
+            return Err(ConfigError(format!(
+                "max_wait is {max_wait:?}; at most {DEFAULT_MAX_WAIT:?}"
+            )));
+        }
         if max_batch == 0 {
             return Err(ConfigError("max_batch must be at least 1".into()));
         }
@@ -395,6 +410,7 @@ impl Config {
             max_payload_bytes,
             max_body_bytes,
             max_batch,
+            max_wait,
             max_result_bytes: size(settings.max_result, "max_result", DEFAULT_MAX_RESULT)?,
             pooling: settings.pooling.unwrap_or(true),
         })

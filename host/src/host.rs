@@ -193,7 +193,9 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     }
     let in_flight = Arc::new(InFlight::default());
     let estimates = Arc::new(crate::worker::estimates::Estimates::default());
+    let finished = Arc::new(crate::worker::finished::Finished::default());
     let (completer, updates) = Completer::new(store.clone(), shutdown.clone());
+    let completer = completer.publish_to(finished.clone());
     let services = Arc::new(StoreServices {
         store: store.clone(),
         registry: registry.clone(),
@@ -265,6 +267,8 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         estimates,
         leadership,
         failures: failures.clone(),
+        finished,
+        shutdown: shutdown.clone(),
     }));
 
     let api_shutdown = shutdown.clone();

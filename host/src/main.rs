@@ -6,7 +6,6 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use spool::api::client::Client;
 use spool::config::{Config, Settings};
@@ -340,10 +339,18 @@ async fn status(args: StatusArgs) -> Result<()> {
     }
 }
 
-/// Polls until the task reaches a final state; fails the command unless it is done.
+/// Waits (long-polls) until the task reaches a final state; fails the command unless it is done.
 async fn wait_for(client: &Client, id: i64) -> Result<()> {
+    // A host may allow shorter waits (`max_wait`); it then refuses this one and 1s is used.
+    let mut wait = "20s";
     loop {
-        let task = client.task(id).await?;
+        let task = match client.wait(id, wait).await {
+            Err(spool::api::client::ClientError::Api { status: 400, .. }) if wait != "1s" => {
+                wait = "1s";
+                continue;
+            }
+            answer => answer?,
+        };
         match task["status"].as_str() {
             Some("done") => return print_json(&task),
             Some(status @ ("failed" | "cancelled")) => {
@@ -353,7 +360,7 @@ async fn wait_for(client: &Client, id: i64) -> Result<()> {
                     task["last_error"].as_str().unwrap_or("no error recorded")
                 );
             }
-            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            _ => {}
         }
     }
 }

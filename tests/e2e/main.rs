@@ -17,6 +17,7 @@ mod crash;
 mod grants;
 mod hot_reload;
 mod languages;
+mod long_poll;
 mod many_hosts;
 mod openapi;
 mod outage;

@@ -53,6 +53,16 @@ impl Client {
             .await
     }
 
+    /// `GET /tasks/{id}?wait=WAIT`: answers once the task is final, or after `wait` (e.g. `20s`).
+    pub async fn wait(&self, id: i64, wait: &str) -> Result<Value, ClientError> {
+        self.read(
+            self.http
+                .get(self.url(&format!("/tasks/{id}")))
+                .query(&[("wait", wait)]),
+        )
+        .await
+    }
+
     /// `GET /tasks` with filters.
     pub async fn list(
         &self,

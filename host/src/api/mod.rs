@@ -54,6 +54,10 @@ pub struct AppState {
     pub failures: Arc<crate::worker::supervisor::ServiceFailures>,
     /// Attempt times and the due backlog, for estimated completion times.
     pub estimates: Arc<crate::worker::estimates::Estimates>,
+    /// Tasks just committed here, for requests waiting on a task (`GET /tasks/{id}?wait=`).
+    pub finished: Arc<crate::worker::finished::Finished>,
+    /// Ends waiting requests when the host stops.
+    pub shutdown: crate::shutdown::Shutdown,
 }
 
 /// A JSON body whose rejections (malformed JSON, wrong fields, too large) are [`ApiError`]s,

@@ -62,6 +62,12 @@ pub fn describe(config: &Config, base: utoipa::openapi::OpenApi) -> Value {
         }
     });
     schemas["BatchRequest"]["properties"]["tasks"]["maxItems"] = json!(config.max_batch);
+    // `wait` up to this host's `max_wait`.
+    if let Some(parameters) = spec["paths"]["/tasks/{id}"]["get"]["parameters"].as_array_mut() {
+        for parameter in parameters.iter_mut().filter(|p| p["name"] == "wait") {
+            parameter["schema"]["pattern"] = json!(super::tasks::wait_pattern(config.max_wait));
+        }
+    }
     add_links(&mut spec);
     spec
 }

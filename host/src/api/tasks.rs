@@ -35,6 +35,88 @@ pub const MAX_DELAY: Duration = Duration::from_secs(36_525 * 86_400);
 /// enough to stay within [`MAX_DELAY`]. [`Delay::to_duration`] accepts exactly these.
 pub const DELAY_PATTERN: &str = "^([0-9]{1,12}ms|[0-9]{1,9}s|[0-9]{1,7}m|[0-9]{1,5}h|[0-9]{1,4}d)$";
 
+/// The pattern of `wait` on a host whose longest wait is the default, 60 s: [`wait_pattern`]
+/// of [`crate::config::DEFAULT_MAX_WAIT`] (a host with a lower `max_wait` describes its own).
+pub const WAIT_PATTERN: &str =
+    "^((0|[1-9]|[1-5][0-9]{1}|60)s?|(0|[1-9][0-9]{0,3}|[1-5][0-9]{4}|60000)ms)$";
+
+/// Options of `GET /tasks/{id}`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WaitQuery {
+    /// Long-poll: answer as soon as the task is done, failed or cancelled, or once this long
+    /// has passed (then with its current state, still 200). Whole seconds (`30` or `30s`) or
+    /// milliseconds (`500ms`), at most the host's `max_wait` (60 s unless lowered; 400 beyond).
+    /// Tasks this host finishes answer at once; tasks finished by another host sharing the
+    /// database are seen within about a second. A host that is stopping answers at once.
+    #[param(
+        pattern = "^((0|[1-9]|[1-5][0-9]{1}|60)s?|(0|[1-9][0-9]{0,3}|[1-5][0-9]{4}|60000)ms)$",
+        example = "30s"
+    )]
+    pub wait: Option<String>,
+}
+
+/// The regular expression of canonical whole numbers (no leading zero) from 0 to `n`.
+fn numbers_up_to(n: u128) -> String {
+    let digits: Vec<u8> = n.to_string().bytes().map(|b| b - b'0').collect();
+    let len = digits.len();
+    let mut alternatives = vec!["0".to_string()];
+    if len >= 2 {
+        alternatives.push(match len {
+            2 => "[1-9]".to_string(),
+            _ => format!("[1-9][0-9]{{0,{}}}", len - 2),
+        });
+    }
+    for (i, &digit) in digits.iter().enumerate() {
+        let lowest = u8::from(i == 0);
+        if digit <= lowest {
+            continue;
+        }
+        let prefix: String = digits[..i].iter().map(|d| char::from(b'0' + d)).collect();
+        let class = if digit - 1 == lowest {
+            lowest.to_string()
+        } else {
+            format!("[{lowest}-{}]", digit - 1)
+        };
+        let rest = match len - i - 1 {
+            0 => String::new(),
+            rest => format!("[0-9]{{{rest}}}"),
+        };
+        alternatives.push(format!("{prefix}{class}{rest}"));
+    }
+    if n > 0 {
+        alternatives.push(n.to_string());
+    }
+    alternatives.join("|")
+}
+
+/// The pattern `wait` follows on a host whose longest wait is `max`: exactly the values
+/// [`parse_wait`] accepts.
+pub fn wait_pattern(max: Duration) -> String {
+    format!(
+        "^(({})s?|({})ms)$",
+        numbers_up_to(u128::from(max.as_secs())),
+        numbers_up_to(max.as_millis())
+    )
+}
+
+/// A `wait` value: whole seconds (`30`, `30s`) or milliseconds (`500ms`), written without
+/// leading zeros, at most `max`.
+fn parse_wait(text: &str, max: Duration) -> Option<Duration> {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    if digits == 0 || (digits > 1 && number.starts_with('0')) || digits > 20 {
+        return None;
+    }
+    let number: u64 = number.parse().ok()?;
+    let wait = match unit {
+        "" | "s" => Duration::from_secs(number),
+        "ms" => Duration::from_millis(number),
+        _ => return None,
+    };
+    (wait <= max).then_some(wait)
+}
+
 /// A task to enqueue.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -538,25 +620,73 @@ pub async fn enqueue_batch(
     Ok((StatusCode::CREATED, Json(BatchResponse { tasks })))
 }
 
-/// Read one task: status, attempts, progress, result or last error.
+/// Read one task: status, attempts, progress, result or last error. With `wait`, a long-poll:
+/// the answer comes as soon as the task is done, failed or cancelled, or when the wait ends
+/// (with the task as it is then).
 #[utoipa::path(get, path = "/tasks/{id}", tag = "tasks",
-    params(("id" = i64, Path, description = "Task id")),
+    params(("id" = i64, Path, description = "Task id"), WaitQuery),
     responses(
-        (status = 200, description = "The task", body = TaskView),
-        (status = 400, description = "The id is not a whole number within 64 bits", body = ErrorBody),
+        (status = 200, description = "The task (when waiting: final, or as it is when the wait ended)", body = TaskView),
+        (status = 400, description = "The id is not a whole number within 64 bits, or `wait` is not a duration up to the host's `max_wait`", body = ErrorBody),
         (status = 404, description = "No such task", body = ErrorBody),
     ))]
 pub async fn get_task(
     State(state): State<Arc<AppState>>,
     ApiPath(id): ApiPath<TaskId>,
+    query: Result<Query<WaitQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<TaskView>, ApiError> {
-    let Some(task) = state.store.get(id).await? else {
-        return Err(crate::store::StoreError::NotFound(id).into());
+    let Query(query) = query?;
+    let max = state.config.max_wait;
+    let wait = match &query.wait {
+        None => None,
+        Some(text) => Some(parse_wait(text, max).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "wait `{text}` is not a wait this host allows: whole seconds (\"30s\" or 30) or milliseconds (\"500ms\"), without leading zeros, at most {}s (max_wait)",
+                max.as_secs_f64()
+            ))
+        })?),
     };
+    // Subscribed before the read: a completion committed after it wakes the wait below.
+    let finished = wait.map(|_| state.finished.subscribe());
+    let mut task = read_task(&state, id).await?;
+    if let (Some(wait), Some(mut finished)) = (wait, finished) {
+        let deadline = tokio::time::Instant::now() + wait;
+        let stopping = state.shutdown.reached(crate::shutdown::Stage::Graceful);
+        tokio::pin!(stopping);
+        let mut woken_by_completer = true;
+        while !task.status.is_final() && tokio::time::Instant::now() < deadline {
+            let recheck =
+                (tokio::time::Instant::now() + crate::worker::finished::RECHECK).min(deadline);
+            let read_again = tokio::select! {
+                () = &mut stopping => break,
+                () = tokio::time::sleep_until(recheck) => true,
+                batch = finished.recv(), if woken_by_completer => match batch {
+                    Ok(ids) => ids.contains(&id),
+                    // Fell behind: whatever was missed may have been this task.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        woken_by_completer = false;
+                        false
+                    }
+                },
+            };
+            if read_again {
+                task = read_task(&state, id).await?;
+            }
+        }
+    }
     let estimated_done_at = estimate_one(&state, &task).await?;
     let mut view = TaskView::from(task);
     view.estimated_done_at = estimated_done_at;
     Ok(Json(view))
+}
+
+/// One task, or 404.
+async fn read_task(state: &AppState, id: TaskId) -> Result<Task, ApiError> {
+    match state.store.get(id).await? {
+        Some(task) => Ok(task),
+        None => Err(crate::store::StoreError::NotFound(id).into()),
+    }
 }
 
 /// List tasks, newest first, optionally by status and type. A page ends at `limit` tasks, or
@@ -681,6 +811,7 @@ pub async fn cancel_task(
 ) -> Result<Json<TaskView>, ApiError> {
     let task = state.store.cancel(id, Utc::now()).await?;
     state.in_flight.cancel_task(id);
+    state.finished.publish([id]);
     Ok(Json(task.into()))
 }
 
@@ -734,6 +865,109 @@ mod tests {
         assert!(seconds(MAX_DELAY.as_secs_f64() + 1.0).is_err());
         assert!(seconds(1e300).is_err());
         assert!(seconds(-0.5).is_err());
+    }
+
+    #[test]
+    fn waits_follow_their_pattern_exactly() {
+        assert_eq!(wait_pattern(crate::config::DEFAULT_MAX_WAIT), WAIT_PATTERN);
+        assert_eq!(
+            wait_pattern(Duration::from_millis(200)),
+            "^((0)s?|(0|[1-9][0-9]{0,1}|1[0-9]{2}|200)ms)$"
+        );
+        let max = Duration::from_secs(60);
+        assert_eq!(parse_wait("30s", max), Some(Duration::from_secs(30)));
+        assert_eq!(parse_wait("30", max), Some(Duration::from_secs(30)));
+        assert_eq!(parse_wait("60s", max), Some(max));
+        assert_eq!(parse_wait("0", max), Some(Duration::ZERO));
+        assert_eq!(parse_wait("500ms", max), Some(Duration::from_millis(500)));
+        assert_eq!(parse_wait("60000ms", max), Some(max));
+        for bad in [
+            "",
+            "s",
+            "61s",
+            "60001ms",
+            "030s",
+            "1m",
+            "5 s",
+            "-1",
+            "1.5s",
+            "99999999999999999999999s",
+        ] {
+            assert_eq!(parse_wait(bad, max), None, "{bad:?}");
+        }
+        // Every number up to a few past the limit, in both units: the pattern (checked here
+        // by its own alternatives) and the parser agree.
+        for max_ms in [200u64, 1_000, 5_500, 60_000] {
+            let max = Duration::from_millis(max_ms);
+            let pattern = wait_pattern(max);
+            for n in 0..max_ms + 50 {
+                for unit in ["", "s", "ms"] {
+                    let text = format!("{n}{unit}");
+                    assert_eq!(
+                        parse_wait(&text, max).is_some(),
+                        matches_pattern(&pattern, &text),
+                        "{text} against {pattern}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Whether `text` matches a pattern made by [`wait_pattern`]: a small matcher for exactly
+    /// that shape (alternatives of digits, `[a-b]` classes and `{m}` / `{m,n}` repeats).
+    fn matches_pattern(pattern: &str, text: &str) -> bool {
+        let body = &pattern[3..pattern.len() - 2];
+        let (seconds, millis) = body.split_once(")s?|(").unwrap();
+        let millis = millis.trim_end_matches(")ms");
+        let number_matches = |alternatives: &str, number: &str| {
+            alternatives
+                .split('|')
+                .any(|alt| matches_number(alt, number))
+        };
+        if let Some(number) = text.strip_suffix("ms") {
+            return number_matches(millis, number);
+        }
+        let number = text.strip_suffix('s').unwrap_or(text);
+        number_matches(seconds, number)
+    }
+
+    fn matches_number(alternative: &str, number: &str) -> bool {
+        // Tokens: a digit, or a class [a-b], each optionally followed by {m} or {m,n}.
+        let mut tokens: Vec<(u8, u8, usize, usize)> = Vec::new();
+        let bytes = alternative.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let (low, high) = if bytes[i] == b'[' {
+                let token = (bytes[i + 1], bytes[i + 3]);
+                i += 5;
+                token
+            } else {
+                i += 1;
+                (bytes[i - 1], bytes[i - 1])
+            };
+            let (mut least, mut most) = (1, 1);
+            if bytes.get(i) == Some(&b'{') {
+                let end = i + alternative[i..].find('}').unwrap();
+                let counts = &alternative[i + 1..end];
+                match counts.split_once(',') {
+                    Some((a, b)) => (least, most) = (a.parse().unwrap(), b.parse().unwrap()),
+                    None => (least, most) = (counts.parse().unwrap(), counts.parse().unwrap()),
+                }
+                i = end + 1;
+            }
+            tokens.push((low, high, least, most));
+        }
+        fn rest(tokens: &[(u8, u8, usize, usize)], text: &[u8]) -> bool {
+            let Some(&(low, high, least, most)) = tokens.first() else {
+                return text.is_empty();
+            };
+            (least..=most).any(|count| {
+                text.len() >= count
+                    && text[..count].iter().all(|c| (low..=high).contains(c))
+                    && rest(&tokens[1..], &text[count..])
+            })
+        }
+        rest(&tokens, number.as_bytes())
     }
 
     #[test]

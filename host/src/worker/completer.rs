@@ -39,6 +39,8 @@ pub struct Completer {
     store: SharedStore,
     receiver: mpsc::Receiver<Update>,
     shutdown: Shutdown,
+    /// Told the ids of every committed batch (API requests waiting on a task listen).
+    finished: Option<std::sync::Arc<super::finished::Finished>>,
 }
 
 impl Completer {
@@ -50,9 +52,16 @@ impl Completer {
                 store,
                 receiver,
                 shutdown,
+                finished: None,
             },
             sender,
         )
+    }
+
+    /// Publishes the ids of every committed batch to `finished`.
+    pub fn publish_to(mut self, finished: std::sync::Arc<super::finished::Finished>) -> Self {
+        self.finished = Some(finished);
+        self
     }
 
     /// Writes updates until every sender is dropped and the channel is drained.
@@ -76,6 +85,9 @@ impl Completer {
             .await;
             match result {
                 Ok(changed) => {
+                    if let Some(finished) = &self.finished {
+                        finished.publish(completions.iter().map(|c| c.id));
+                    }
                     let stale = completions.len() as u64 - changed.min(completions.len() as u64);
                     if stale > 0 {
                         tracing::debug!(

@@ -8,6 +8,7 @@
 //! - [`supervisor`]: stops the host loudly when the dispatcher or completer dies;
 //! - [`in_flight`]: the attempts running here; [`rate`]: per-type start rates;
 //! - [`estimates`]: attempt times and the backlog, for estimated completion times;
+//! - [`finished`]: tasks just committed, for API requests waiting on them;
 //! - [`services`]: the durable host services handlers call.
 //!
 //! Each service is a struct with an async `run` that ends when the shared [`Shutdown`]
@@ -18,6 +19,7 @@
 pub mod completer;
 pub mod dispatcher;
 pub mod estimates;
+pub mod finished;
 pub mod in_flight;
 pub mod leader;
 pub mod lease_keeper;
