@@ -163,12 +163,17 @@ struct TasksArgs {
     /// How many
     #[arg(long, default_value_t = 20)]
     limit: usize,
+    /// Only tasks older than this id: the next page, as the previous one says under `(more: ...)`
+    #[arg(long)]
+    before: Option<i64>,
     #[command(flatten)]
     client: ClientArgs,
 }
 
 #[derive(Args)]
 struct PluginsArgs {
+    /// Show this task type's plugin in full (its whole load error included)
+    name: Option<String>,
     /// Print the full JSON instead of a table
     #[arg(long)]
     json: bool,
@@ -213,9 +218,10 @@ fn main() -> Result<()> {
                         args.status.as_deref(),
                         args.task_type.as_deref(),
                         args.limit,
+                        args.before,
                     )
                     .await?;
-                print_tasks(&page);
+                print_tasks(&page, &args);
                 Ok(())
             }
             Command::Retry(args) => print_json(&args.client.client().retry(args.id).await?),
@@ -223,11 +229,13 @@ fn main() -> Result<()> {
             Command::Health(args) => print_json(&args.client().health().await?),
             Command::Plugins(args) => {
                 let plugins = args.client.client().plugins().await?;
-                if args.json {
-                    print_json(&plugins)
-                } else {
-                    print_plugins(&plugins);
-                    Ok(())
+                match (&args.name, args.json) {
+                    (Some(name), json) => print_plugin(&plugins, name, json),
+                    (None, true) => print_json(&plugins),
+                    (None, false) => {
+                        print_plugins(&plugins);
+                        Ok(())
+                    }
                 }
             }
             Command::Plugin(_) => unreachable!("handled before the runtime starts"),
@@ -370,7 +378,7 @@ fn print_json(value: &Value) -> Result<()> {
     Ok(())
 }
 
-fn print_tasks(page: &Value) {
+fn print_tasks(page: &Value, args: &TasksArgs) {
     println!(
         "{:>8}  {:<16} {:<10} {:>8}  {:<24}  RESULT / ERROR",
         "ID", "TYPE", "STATUS", "ATTEMPTS", "UPDATED"
@@ -393,7 +401,17 @@ fn print_tasks(page: &Value) {
         );
     }
     if let Some(next) = page["next_before"].as_i64() {
-        println!("(more: GET /tasks?before={next})");
+        let mut command = format!("spool tasks --before {next}");
+        if let Some(status) = &args.status {
+            command += &format!(" --status {status}");
+        }
+        if let Some(task_type) = &args.task_type {
+            command += &format!(" --type {task_type}");
+        }
+        if args.limit != 20 {
+            command += &format!(" --limit {}", args.limit);
+        }
+        println!("(more: {command})");
     }
 }
 
@@ -416,12 +434,15 @@ fn print_plugins(view: &Value) {
             plugin["pending"].to_string(),
             plugin["policy"]["max_retry"].to_string(),
             plugin["loaded_at"].as_str().unwrap_or(""),
-            plugin["last_error"].as_str().unwrap_or("")
+            one_line(
+                plugin["last_error"].as_str().unwrap_or(""),
+                &plugin["task_type"]
+            )
         );
     }
     for unloaded in view["unloaded"].as_array().into_iter().flatten() {
         let why = match (unloaded["error"].as_str(), unloaded["removed_at"].as_str()) {
-            (Some(error), _) => format!("not loaded: {error}"),
+            (Some(error), _) => one_line(&format!("not loaded: {error}"), &unloaded["task_type"]),
             (None, Some(at)) => format!("removed at {at}; pending tasks wait for it to return"),
             _ => "not loaded".to_string(),
         };
@@ -435,4 +456,85 @@ fn print_plugins(view: &Value) {
             why
         );
     }
+}
+
+/// The longest error text a row of the plugin table shows.
+const ERROR_COLUMN: usize = 100;
+
+/// An error as one table cell: its first line, cut at [`ERROR_COLUMN`] characters, with where
+/// to read the rest when anything was left out.
+fn one_line(error: &str, task_type: &Value) -> String {
+    let error = error.trim();
+    let first = error.lines().next().unwrap_or("").trim_end();
+    let mut cell: String = first.chars().take(ERROR_COLUMN).collect();
+    if cell.len() < error.len() {
+        cell = format!(
+            "{}… (spool plugins {} shows all)",
+            cell.trim_end(),
+            task_type.as_str().unwrap_or("NAME")
+        );
+    }
+    cell
+}
+
+/// One task type's plugin (loaded, or not loaded and why), in full.
+fn print_plugin(view: &Value, name: &str, json: bool) -> Result<()> {
+    let named = |list: &str| {
+        view[list]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["task_type"] == name)
+            .cloned()
+    };
+    let Some(plugin) = named("plugins").or_else(|| named("unloaded")) else {
+        let known: Vec<&str> = ["plugins", "unloaded"]
+            .iter()
+            .flat_map(|list| view[*list].as_array().into_iter().flatten())
+            .filter_map(|p| p["task_type"].as_str())
+            .collect();
+        bail!(
+            "the host has no plugin for task type `{name}`; it knows: {}",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        );
+    };
+    if json {
+        return print_json(&plugin);
+    }
+    let text = |value: &Value| match value {
+        Value::String(text) => text.clone(),
+        Value::Null => "-".to_string(),
+        other => other.to_string(),
+    };
+    println!("task type:    {}", text(&plugin["task_type"]));
+    if plugin.get("version").is_some() {
+        for (label, field) in [
+            ("version:     ", "version"),
+            ("kind:        ", "kind"),
+            ("file:        ", "path"),
+            ("loaded at:   ", "loaded_at"),
+            ("pending:     ", "pending"),
+            ("policy:      ", "policy"),
+            ("capabilities:", "capabilities"),
+        ] {
+            println!("{label} {}", text(&plugin[field]));
+        }
+        if let Some(error) = plugin["last_error"].as_str() {
+            println!("last load error (the version above keeps serving):\n{error}");
+        }
+    } else {
+        println!("not loaded");
+        println!("pending:      {}", text(&plugin["pending"]));
+        if let Some(at) = plugin["removed_at"].as_str() {
+            println!("removed at:   {at}; pending tasks wait for it to return");
+        }
+        if let Some(error) = plugin["error"].as_str() {
+            println!("error:\n{error}");
+        }
+    }
+    Ok(())
 }

@@ -12,6 +12,7 @@ mod api_limits;
 mod api_schemathesis;
 mod capabilities;
 mod cli;
+mod client_side;
 mod commands;
 mod crash;
 mod grants;

@@ -69,8 +69,12 @@ impl Client {
         status: Option<&str>,
         task_type: Option<&str>,
         limit: usize,
+        before: Option<i64>,
     ) -> Result<Value, ClientError> {
         let mut query = vec![("limit", limit.to_string())];
+        if let Some(before) = before {
+            query.push(("before", before.to_string()));
+        }
         if let Some(status) = status {
             query.push(("status", status.to_string()));
         }
