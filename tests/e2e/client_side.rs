@@ -145,3 +145,103 @@ fn spool_plugins_shows_load_errors_on_one_line_and_in_full_by_name() {
         "{err}"
     );
 }
+
+#[test]
+fn payloads_encoded_twice_are_refused_and_a_reused_key_says_when_payloads_differ() {
+    let ws = Workspace::with_plugins(&["noop"]);
+    let host = ws.start(&[]);
+    for doubled in [r#"{"rows": [1, 2]}"#, " [1, 2]"] {
+        let (status, body) = host.post("/tasks", &json!({"task_type": "noop", "payload": doubled}));
+        assert_eq!(status, 422, "{body}");
+        assert_eq!(body["error"]["code"], "invalid_request");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("encoded twice")
+                && message.contains("send the object or array itself"),
+            "{message}"
+        );
+        let (status, body) = host.post(
+            "/tasks/batch",
+            &json!({"tasks": [{"task_type": "noop"}, {"task_type": "noop", "payload": doubled}]}),
+        );
+        assert_eq!(
+            (status, body["error"]["index"].as_u64()),
+            (422, Some(1)),
+            "{body}"
+        );
+    }
+    // Strings that are not a JSON document, and every other JSON value, stay valid payloads.
+    for fine in [
+        json!("hello"),
+        json!("{not json"),
+        json!(7),
+        json!(null),
+        json!([1]),
+        json!({"a": "{}"}),
+    ] {
+        let task = host.enqueue("noop", fine.clone());
+        assert_eq!(task["payload"], fine);
+    }
+    let (ok, _, err) = spool(&host.url, &["enqueue", "noop", r#""{\"a\": 1}""#]);
+    assert!(!ok && err.contains("encoded twice"), "{err}");
+
+    let first = host.enqueue_with(
+        json!({"task_type": "noop", "idempotency_key": "k-1", "delay": "1h",
+        "payload": {"a": 1, "b": [1, 2]}}),
+    );
+    assert_eq!(
+        (
+            first["duplicate"].as_bool(),
+            first["payload_differs"].as_bool()
+        ),
+        (Some(false), Some(false))
+    );
+    // The same value written another way (key order, spacing) is the same payload.
+    let (status, same) = host.post_raw(
+        "/tasks",
+        r#"{"idempotency_key":"k-1","payload":{ "b":[1,2], "a":1 },"task_type":"noop"}"#,
+        "application/json",
+    );
+    assert_eq!(status, 200, "{same}");
+    assert_eq!(
+        (
+            same["duplicate"].as_bool(),
+            same["payload_differs"].as_bool()
+        ),
+        (Some(true), Some(false))
+    );
+    assert_eq!(same["id"], first["id"]);
+    let (status, other) = host.post(
+        "/tasks",
+        &json!({"task_type": "noop", "idempotency_key": "k-1",
+        "payload": {"a": 2}}),
+    );
+    assert_eq!(status, 200, "{other}");
+    assert_eq!(
+        (
+            other["duplicate"].as_bool(),
+            other["payload_differs"].as_bool()
+        ),
+        (Some(true), Some(true))
+    );
+    assert_eq!(
+        other["payload"],
+        json!({"a": 1, "b": [1, 2]}),
+        "the kept task's payload"
+    );
+    let (status, batch) = host.post(
+        "/tasks/batch",
+        &json!({"tasks": [
+            {"task_type": "noop", "idempotency_key": "k-1", "payload": {"a": 1, "b": [1, 2]}},
+            {"task_type": "noop", "idempotency_key": "k-1", "payload": {}},
+        ]}),
+    );
+    assert_eq!(status, 201, "{batch}");
+    let differs: Vec<_> = batch["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["payload_differs"].clone())
+        .collect();
+    assert_eq!(differs, [json!(false), json!(true)]);
+}

@@ -125,7 +125,9 @@ pub struct EnqueueRequest {
     /// types this host ran when it served this description; plugins may come and go).
     #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
     pub task_type: String,
-    /// Any JSON value; handed to the handler as text. Defaults to `{}`.
+    /// Any JSON value; handed to the handler as text. Defaults to `{}`. A JSON string whose
+    /// text is itself a JSON object or array (a document encoded twice) is refused with 422:
+    /// send the object or array itself.
     #[serde(default = "empty_object")]
     #[schema(value_type = Value)]
     pub payload: serde_json::Value,
@@ -369,17 +371,44 @@ pub struct EnqueueResponse {
     pub task: TaskView,
     /// True when the idempotency key matched an existing task: nothing new was inserted.
     pub duplicate: bool,
+    /// True when the idempotency key matched an existing task whose payload is another JSON
+    /// value than this request's (compared as values: key order and spacing do not count).
+    /// The existing task, with its own payload, is what was kept.
+    pub payload_differs: bool,
 }
 
 impl EnqueueResponse {
-    fn new(enqueued: Enqueued, estimated_done_at: Option<DateTime<Utc>>) -> Self {
+    fn new(
+        enqueued: Enqueued,
+        sent: &serde_json::Value,
+        estimated_done_at: Option<DateTime<Utc>>,
+    ) -> Self {
+        let payload_differs = enqueued.duplicate && enqueued.task.payload != *sent;
         let mut task = TaskView::from(enqueued.task);
         task.estimated_done_at = estimated_done_at;
         EnqueueResponse {
             task,
             duplicate: enqueued.duplicate,
+            payload_differs,
         }
     }
+}
+
+/// Refuses a payload that is a JSON string holding a JSON object or array: a document encoded
+/// twice, which the handler would receive as a quoted string.
+fn check_payload(payload: &serde_json::Value) -> Result<(), ApiError> {
+    let serde_json::Value::String(text) = payload else {
+        return Ok(());
+    };
+    let inner = text.trim_start();
+    if (inner.starts_with('{') || inner.starts_with('['))
+        && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
+    {
+        return Err(ApiError::invalid(
+            "payload is a JSON string that holds a JSON object or array (encoded twice); send the object or array itself: \"payload\": {\"k\": 1}, not \"payload\": \"{\\\"k\\\": 1}\"",
+        ));
+    }
+    Ok(())
 }
 
 /// Estimated completion times for tasks just enqueued, in order. A task is estimated behind
@@ -509,6 +538,7 @@ fn new_task(
     state: &AppState,
     now: DateTime<Utc>,
 ) -> Result<NewTask, ApiError> {
+    check_payload(&request.payload)?;
     let run_at = match (request.run_at, &request.delay) {
         (Some(_), Some(_)) => {
             return Err(ApiError::invalid("give either run_at or delay, not both"));
@@ -557,6 +587,7 @@ pub async fn enqueue(
     State(state): State<Arc<AppState>>,
     ApiJson(request): ApiJson<EnqueueRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
+    let sent = request.payload.clone();
     let task = new_task(request, &state, Utc::now())?;
     let enqueued = state
         .enqueuer
@@ -576,7 +607,10 @@ pub async fn enqueue(
         .await
         .pop()
         .flatten();
-    Ok((status, Json(EnqueueResponse::new(enqueued, estimated))))
+    Ok((
+        status,
+        Json(EnqueueResponse::new(enqueued, &sent, estimated)),
+    ))
 }
 
 /// Enqueue many tasks in one transaction: all are inserted, or none.
@@ -601,6 +635,7 @@ pub async fn enqueue_batch(
         )));
     }
     let now = Utc::now();
+    let sent: Vec<serde_json::Value> = request.tasks.iter().map(|t| t.payload.clone()).collect();
     let tasks = request
         .tasks
         .into_iter()
@@ -615,7 +650,8 @@ pub async fn enqueue_batch(
     let tasks = enqueued
         .into_iter()
         .zip(estimates)
-        .map(|(e, at)| EnqueueResponse::new(e, at))
+        .zip(&sent)
+        .map(|((e, at), sent)| EnqueueResponse::new(e, sent, at))
         .collect();
     Ok((StatusCode::CREATED, Json(BatchResponse { tasks })))
 }
