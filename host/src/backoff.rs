@@ -50,7 +50,8 @@ impl Backoff {
         let plain = (self.base.as_secs_f64() * factor).min(self.max_delay.as_secs_f64());
         let spread = 1.0 + self.jitter * (2.0 * sample.clamp(0.0, 1.0) - 1.0);
         let jittered = (plain * spread).min(self.max_delay.as_secs_f64()).max(0.0);
-        Duration::from_secs_f64(jittered)
+        // A base or cap too large for a `Duration` (or NaN) is taken as the cap itself.
+        Duration::try_from_secs_f64(jittered).unwrap_or(self.max_delay)
     }
 }
 
@@ -86,6 +87,14 @@ mod tests {
         let b = Backoff::new(Duration::from_secs(10), DEFAULT_MAX_DELAY, 7.0);
         assert_eq!(b.jitter, 1.0);
         assert_eq!(b.delay(0, 0.0), Duration::ZERO);
+    }
+
+    #[test]
+    fn enormous_policies_do_not_panic() {
+        let b = Backoff::new(Duration::MAX, Duration::MAX, 1.0);
+        assert_eq!(b.delay(u32::MAX, 0.999), Duration::MAX);
+        let b = Backoff::new(Duration::from_secs(u64::MAX / 2), Duration::MAX, 0.0);
+        assert_eq!(b.delay(40, 0.5), Duration::MAX);
     }
 
     #[test]

@@ -149,9 +149,10 @@ impl Task {
         self.retry_count + 1
     }
 
-    /// All attempts this task may get.
+    /// All attempts this task may get (a row written by application SQL may hold any
+    /// `max_retry`: the count saturates instead of overflowing).
     pub fn max_attempts(&self) -> u32 {
-        self.max_retry + 1
+        self.max_retry.saturating_add(1)
     }
 }
 
@@ -224,7 +225,7 @@ pub fn decide(
             Transition {
                 status: Status::Pending,
                 retry_count: spent,
-                next_run_at: Some(now + chrono_duration(delay)),
+                next_run_at: Some(after(now, delay)),
                 result: None,
                 error: Some(error),
             }
@@ -258,7 +259,7 @@ pub fn decide(
         AttemptOutcome::Snooze(delay) => Transition {
             status: Status::Pending,
             retry_count,
-            next_run_at: Some(now + chrono_duration(delay)),
+            next_run_at: Some(after(now, delay.max(MIN_SNOOZE))),
             result: None,
             error: None,
         },
@@ -268,6 +269,23 @@ pub fn decide(
 /// Converts a std duration to chrono's, saturating at chrono's (very distant) limit.
 pub fn chrono_duration(duration: Duration) -> chrono::Duration {
     chrono::Duration::from_std(duration).unwrap_or(chrono::Duration::MAX)
+}
+
+/// The shortest snooze: `snooze(0)` (or any shorter request) waits this long, so a handler
+/// that snoozes on every run cannot turn a task into a hot loop.
+pub const MIN_SNOOZE: Duration = Duration::from_secs(1);
+
+/// The latest time a task is ever scheduled for: the end of year 9999, the last an RFC 3339
+/// time can name (and the latest `run_at` the API accepts).
+pub fn latest_time() -> DateTime<Utc> {
+    DateTime::from_timestamp(253_402_300_799, 999_999_999).expect("a valid time")
+}
+
+/// `now + delay`, never past [`latest_time`]: no policy, however large its delays, makes the
+/// arithmetic overflow.
+pub fn after(now: DateTime<Utc>, delay: Duration) -> DateTime<Utc> {
+    now.checked_add_signed(chrono_duration(delay))
+        .map_or_else(latest_time, |at| at.min(latest_time()))
 }
 
 #[cfg(test)]
@@ -387,6 +405,77 @@ mod tests {
         assert_eq!(t.retry_count, 2);
         assert_eq!(t.next_run_at, Some(now() + chrono::Duration::seconds(90)));
         assert_eq!(t.error, None);
+    }
+
+    #[test]
+    fn snooze_has_a_floor() {
+        for asked in [Duration::ZERO, Duration::from_millis(10)] {
+            let t = decide(
+                0,
+                3,
+                AttemptOutcome::Snooze(asked),
+                &essay_backoff(),
+                now(),
+                0.5,
+            );
+            assert_eq!(t.next_run_at, Some(now() + chrono::Duration::seconds(1)));
+        }
+    }
+
+    #[test]
+    fn enormous_delays_stop_at_the_end_of_year_9999() {
+        let huge = Backoff::new(Duration::MAX, Duration::MAX, 0.0);
+        let t = decide(
+            0,
+            3,
+            AttemptOutcome::Retry("later".into()),
+            &huge,
+            now(),
+            0.5,
+        );
+        assert_eq!(t.next_run_at, Some(latest_time()));
+        let t = decide(
+            0,
+            3,
+            AttemptOutcome::Snooze(Duration::from_secs(u64::MAX)),
+            &essay_backoff(),
+            now(),
+            0.5,
+        );
+        assert_eq!(t.next_run_at, Some(latest_time()));
+        assert_eq!(
+            latest_time().to_rfc3339(),
+            "9999-12-31T23:59:59.999999999+00:00"
+        );
+    }
+
+    #[test]
+    fn attempts_saturate() {
+        let task = Task {
+            id: 1,
+            task_type: "t".into(),
+            payload: serde_json::json!({}),
+            status: Status::Pending,
+            priority: 0,
+            retry_count: 0,
+            max_retry: u32::MAX,
+            attempts: 0,
+            next_run_at: now(),
+            idempotency_key: None,
+            lease_owner: None,
+            lease_expires_at: None,
+            attempted_at: None,
+            finished_at: None,
+            last_error: None,
+            result: None,
+            progress: None,
+            progress_note: None,
+            plugin_version: None,
+            log: None,
+            created_at: now(),
+            updated_at: now(),
+        };
+        assert_eq!(task.max_attempts(), u32::MAX);
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod commands;
 mod crash;
 mod grants;
 mod hot_reload;
+mod guest_limits;
 mod languages;
 mod long_poll;
 mod many_hosts;

@@ -89,7 +89,10 @@ fn key_value_store_is_per_task_type() {
 #[test]
 fn follow_ups_of_a_retried_parent_are_enqueued_once() {
     let ws = Workspace::with_plugins(&["fanout", "noop"]);
-    ws.manifest("fanout", "backoff_base = \"100ms\"\n");
+    ws.manifest(
+        "fanout",
+        "backoff_base = \"100ms\"\n[enqueue]\nallow = [\"noop\", \"does-not-exist\"]\n",
+    );
     let host = ws.start(&[]);
     let parent = host.enqueue(
         "fanout",

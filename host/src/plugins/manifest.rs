@@ -23,9 +23,19 @@
 //!
 //! [http]                 # outbound HTTP (wasi:http) to these hosts only: "host" or "host:port"
 //! allow = ["api.mail.example", "127.0.0.1:8025"]
+//!
+//! [enqueue]              # follow-up tasks the handler may enqueue (none unless listed)
+//! allow = ["notify"]
+//! max_tasks = 100        # per attempt
+//! max_bytes = "1MiB"     # payload bytes per attempt, all follow-ups together
+//! min_priority = -10     # a follow-up's priority is clamped into this range
+//! max_priority = 0       # (default: up to the type's own priority)
 //! ```
 //! Every field is optional; an absent one falls back to the host's configured default. Unknown
-//! fields are errors, so a typo cannot silently leave a policy unset.
+//! fields are errors, so a typo cannot silently leave a policy unset. Numbers must lie in the
+//! ranges [`Manifest::parse`] states (for instance `rate` from one start a day to a million a
+//! second, `max_retry` at most 1000, delays up to a year), so no value can overflow the
+//! arithmetic that schedules tasks.
 //!
 //! A folder grant's `host` is a path relative to the grants root, made of plain folder names:
 //! an absolute path, `..`, `.` or an empty component is an error here, and the folder must
@@ -42,7 +52,26 @@ use std::time::Duration;
 
 use crate::backoff::Backoff;
 use crate::config::Defaults;
+use crate::enqueue::MAX_RETRY;
 use crate::sandbox::grants::{self, GrantError, GrantsRoot};
+use crate::worker::rate::{MAX_RATE, MIN_RATE};
+
+/// The shortest `backoff_base` and `backoff_max`.
+pub const MIN_BACKOFF: Duration = Duration::from_millis(1);
+/// The longest `backoff_base` and `backoff_max`: a year.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(365 * 86_400);
+/// The longest `timeout`: a week.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 86_400);
+/// The smallest `memory`: one WebAssembly page.
+pub const MIN_MEMORY: usize = 64 << 10;
+/// The largest `memory`, all of an attempt's memories and tables together.
+pub const MAX_MEMORY: usize = 16 << 30;
+/// Default of `[enqueue] max_tasks`: follow-ups one attempt may enqueue.
+pub const DEFAULT_ENQUEUE_TASKS: u32 = 100;
+/// The largest `[enqueue] max_tasks`.
+pub const MAX_ENQUEUE_TASKS: u32 = 10_000;
+/// Default of `[enqueue] max_bytes`: follow-up payload bytes per attempt.
+pub const DEFAULT_ENQUEUE_BYTES: usize = 1 << 20;
 
 /// The manifest file as written.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -66,6 +95,20 @@ pub struct Manifest {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     pub http: Option<HttpGrant>,
+    pub enqueue: Option<EnqueueSection>,
+}
+
+/// The `[enqueue]` table as written: which follow-up tasks the guest may enqueue, and how many.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnqueueSection {
+    /// Task types the guest may enqueue.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    pub max_tasks: Option<u32>,
+    pub max_bytes: Option<ByteSize>,
+    pub min_priority: Option<i32>,
+    pub max_priority: Option<i32>,
 }
 
 /// A host folder granted to the guest.
@@ -100,6 +143,42 @@ pub struct Capabilities {
     pub env: Vec<(String, String)>,
     /// Outbound HTTP destinations.
     pub http_allow: Vec<String>,
+    /// Follow-up tasks the guest may enqueue.
+    pub enqueue: EnqueueGrant,
+}
+
+/// Follow-up tasks a guest may enqueue through the `enqueue` import, per attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct EnqueueGrant {
+    /// Task types the guest may enqueue; empty: none (the default).
+    pub allow: Vec<String>,
+    /// Most follow-ups one attempt may enqueue.
+    pub max_tasks: u32,
+    /// Most payload bytes one attempt may enqueue, all its follow-ups together.
+    pub max_bytes: usize,
+    /// A follow-up's priority is clamped into `min_priority..=max_priority`.
+    pub min_priority: i32,
+    pub max_priority: i32,
+}
+
+impl Default for EnqueueGrant {
+    /// Nothing allowed.
+    fn default() -> Self {
+        EnqueueGrant {
+            allow: Vec::new(),
+            max_tasks: DEFAULT_ENQUEUE_TASKS,
+            max_bytes: DEFAULT_ENQUEUE_BYTES,
+            min_priority: i32::MIN,
+            max_priority: 0,
+        }
+    }
+}
+
+impl EnqueueGrant {
+    /// Whether the guest may enqueue tasks of `task_type`.
+    pub fn permits(&self, task_type: &str) -> bool {
+        self.allow.iter().any(|allowed| allowed == task_type)
+    }
 }
 
 fn names_only<S: serde::Serializer>(
@@ -214,6 +293,35 @@ impl Manifest {
     /// Parses manifest text; the error names the offending field.
     pub fn parse(text: &str) -> Result<Manifest, String> {
         let manifest: Manifest = toml::from_str(text).map_err(|e| e.to_string())?;
+        if let Some(max_retry) = manifest.max_retry.filter(|&m| m > MAX_RETRY) {
+            return Err(format!("max_retry = {max_retry}: use at most {MAX_RETRY}"));
+        }
+        for (field, value) in [
+            ("backoff_base", manifest.backoff_base),
+            ("backoff_max", manifest.backoff_max),
+        ] {
+            if let Some(delay) = value
+                && !(MIN_BACKOFF..=MAX_BACKOFF).contains(&delay)
+            {
+                return Err(format!(
+                    "{field} = {}: use a duration from 1ms to 365d",
+                    humantime::format_duration(delay)
+                ));
+            }
+        }
+        if let Some(timeout) = manifest.timeout.filter(|t| *t > MAX_TIMEOUT) {
+            return Err(format!(
+                "timeout = {}: use at most 7d",
+                humantime::format_duration(timeout)
+            ));
+        }
+        if let Some(ByteSize(memory)) = manifest.memory
+            && !(MIN_MEMORY..=MAX_MEMORY).contains(&memory)
+        {
+            return Err(format!(
+                "memory = {memory} bytes: use a size from 64KiB to 16GiB"
+            ));
+        }
         if let Some(jitter) = manifest.backoff_jitter
             && !(0.0..=1.0).contains(&jitter)
         {
@@ -235,11 +343,35 @@ impl Manifest {
             );
         }
         if let Some(rate) = manifest.rate
-            && !(rate.is_finite() && rate > 0.0)
+            && !(MIN_RATE..=MAX_RATE).contains(&rate)
         {
             return Err(format!(
-                "rate = {rate}: use a positive number of tasks per second"
+                "rate = {rate}: use a number of tasks per second from {MIN_RATE:.8} (one a day) to {MAX_RATE}"
             ));
+        }
+        if let Some(enqueue) = &manifest.enqueue {
+            for task_type in &enqueue.allow {
+                if !crate::plugins::loader::is_valid_task_type(task_type) {
+                    return Err(format!(
+                        "enqueue.allow entry {task_type:?}: write a task type name (letters, digits, `_` or `-`)"
+                    ));
+                }
+            }
+            if let Some(max) = enqueue
+                .max_tasks
+                .filter(|m| !(1..=MAX_ENQUEUE_TASKS).contains(m))
+            {
+                return Err(format!(
+                    "enqueue.max_tasks = {max}: use 1 to {MAX_ENQUEUE_TASKS}; an empty allow list enqueues nothing"
+                ));
+            }
+            if let (Some(min), Some(max)) = (enqueue.min_priority, enqueue.max_priority)
+                && min > max
+            {
+                return Err(format!(
+                    "enqueue.min_priority = {min} is above enqueue.max_priority = {max}"
+                ));
+            }
         }
         for (i, dir) in manifest.dirs.iter().enumerate() {
             if let Err(problem) = grants::check_host_path(&dir.host) {
@@ -302,7 +434,31 @@ impl Manifest {
                     .as_ref()
                     .map(|h| h.allow.clone())
                     .unwrap_or_default(),
+                enqueue: self.enqueue_grant()?,
             },
+        })
+    }
+
+    /// The `[enqueue]` table over its defaults: nothing allowed; at most
+    /// [`DEFAULT_ENQUEUE_TASKS`] follow-ups and [`DEFAULT_ENQUEUE_BYTES`] of payload per attempt
+    /// (one payload is never more than the host's `max_payload` either); priorities up to the
+    /// type's own.
+    fn enqueue_grant(&self) -> Result<EnqueueGrant, String> {
+        let section = self.enqueue.clone().unwrap_or_default();
+        let own = self.priority.unwrap_or(0);
+        let min_priority = section.min_priority.unwrap_or(i32::MIN);
+        let max_priority = section.max_priority.unwrap_or(own.max(min_priority));
+        if min_priority > max_priority {
+            return Err(format!(
+                "enqueue.min_priority = {min_priority} is above the follow-ups' highest priority {max_priority} (the type's priority unless enqueue.max_priority says otherwise)"
+            ));
+        }
+        Ok(EnqueueGrant {
+            allow: section.allow,
+            max_tasks: section.max_tasks.unwrap_or(DEFAULT_ENQUEUE_TASKS),
+            max_bytes: section.max_bytes.map_or(DEFAULT_ENQUEUE_BYTES, |b| b.0),
+            min_priority,
+            max_priority,
         })
     }
 }
@@ -368,6 +524,75 @@ mod tests {
         assert!(jitter.contains("backoff_jitter"), "{jitter}");
         let duration = Manifest::parse("backoff_base = \"soon\"").unwrap_err();
         assert!(duration.contains("backoff_base"), "{duration}");
+    }
+
+    #[test]
+    fn values_have_sane_ranges() {
+        for (text, field) in [
+            ("rate = 1e-300", "rate"),
+            ("rate = 0.000001", "rate"),
+            ("rate = 1e12", "rate"),
+            ("rate = nan", "rate"),
+            ("max_retry = 4294967295", "max_retry"),
+            ("max_retry = 1001", "max_retry"),
+            ("backoff_base = \"0s\"", "backoff_base"),
+            ("backoff_base = \"400years\"", "backoff_base"),
+            ("backoff_max = \"1000000years\"", "backoff_max"),
+            ("timeout = \"30d\"", "timeout"),
+            ("memory = 1", "memory"),
+            ("memory = \"64GiB\"", "memory"),
+            ("[enqueue]\nmax_tasks = 0", "enqueue.max_tasks"),
+            ("[enqueue]\nmax_tasks = 100000", "enqueue.max_tasks"),
+            ("[enqueue]\nallow = [\"../x\"]", "enqueue.allow"),
+            (
+                "[enqueue]\nmin_priority = 5\nmax_priority = 1",
+                "enqueue.min_priority",
+            ),
+        ] {
+            let error = Manifest::parse(text).unwrap_err();
+            assert!(error.starts_with(field), "{text}: {error}");
+        }
+        let (_dir, root) = root_with(&[]);
+        let edges = Manifest::parse(
+            "rate = 0.000011575\nmax_retry = 1000\nbackoff_base = \"1ms\"\nbackoff_max = \"365d\"\ntimeout = \"7d\"\nmemory = \"16GiB\"\n",
+        )
+        .unwrap()
+        .resolve(&Defaults::default(), &root)
+        .unwrap();
+        assert_eq!(edges.max_retry, 1000);
+        assert_eq!(edges.backoff.max_delay, MAX_BACKOFF);
+    }
+
+    #[test]
+    fn follow_ups_are_denied_unless_allowed() {
+        let (_dir, root) = root_with(&[]);
+        let resolve = |text: &str| {
+            Manifest::parse(text)
+                .unwrap()
+                .resolve(&Defaults::default(), &root)
+                .unwrap()
+                .capabilities
+                .enqueue
+        };
+        let none = resolve("");
+        assert_eq!(none, EnqueueGrant::default());
+        assert!(!none.permits("notify"));
+        let some = resolve(
+            "priority = 7\n[enqueue]\nallow = [\"notify\"]\nmax_tasks = 5\nmax_bytes = \"4KiB\"\n",
+        );
+        assert!(some.permits("notify") && !some.permits("report"));
+        assert_eq!((some.max_tasks, some.max_bytes), (5, 4096));
+        assert_eq!((some.min_priority, some.max_priority), (i32::MIN, 7));
+        let ranged = resolve("[enqueue]\nallow = [\"a\"]\nmin_priority = -3\nmax_priority = 3\n");
+        assert_eq!((ranged.min_priority, ranged.max_priority), (-3, 3));
+        let error = Manifest::parse("priority = -5\n[enqueue]\nmin_priority = 0\n")
+            .unwrap()
+            .resolve(&Defaults::default(), &root);
+        assert_eq!(
+            error.unwrap().capabilities.enqueue.max_priority,
+            0,
+            "the range never ends below its start"
+        );
     }
 
     #[test]

@@ -10,11 +10,12 @@
 //! handler world. A preview1 module's exit code is reported as is; WASI 0.2's `wasi:cli/run`
 //! carries only success or failure, reported as status 0 or 1.
 
-use wasmtime::{Engine, InstancePre, Linker, Module, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime::{Engine, InstancePre, Linker, Module, Store};
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 
+use super::limits::AttemptLimiter;
 use super::output::TaskLog;
 use super::{CompileError, HostState, RunLimits, apply_limits, describe_error, granted_wasi};
 use crate::task::AttemptOutcome;
@@ -22,7 +23,7 @@ use crate::task::AttemptOutcome;
 /// The store state of a preview1 program.
 pub struct P1State {
     wasi: WasiP1Ctx,
-    limits: StoreLimits,
+    limits: AttemptLimiter,
 }
 
 /// Whether `bytes` are a core module (version 1) rather than a component.
@@ -70,11 +71,16 @@ fn exit_outcome(
         let reason = last_stderr_line(stderr).unwrap_or_else(|| "no output on stderr".to_string());
         return AttemptOutcome::Retry(format!("the program exited with status {code}: {reason}"));
     }
-    let result = stdout.contents();
-    if result.len() > limits.max_result_bytes {
+    let (result, dropped) = stdout.raw();
+    if dropped > 0 || result.len() > limits.max_result_bytes {
         return AttemptOutcome::Fail(format!(
             "the program wrote more than {} bytes to stdout (max_result): write large outputs to a granted folder and print a reference",
             limits.max_result_bytes
+        ));
+    }
+    if let Some(at) = result.find('\0') {
+        return AttemptOutcome::Fail(format!(
+            "the program's output contains a NUL character at byte {at}: a result is text without NUL characters (encode binary data, for instance in base64)"
         ));
     }
     AttemptOutcome::Succeeded(result)
@@ -129,10 +135,7 @@ pub async fn run_preview1(
     };
     let state = P1State {
         wasi,
-        limits: StoreLimitsBuilder::new()
-            .memory_size(limits.memory_bytes)
-            .trap_on_grow_failure(true)
-            .build(),
+        limits: AttemptLimiter::new(limits.memory_bytes),
     };
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limits);

@@ -3,7 +3,15 @@
 //! The sandbox does not know the database: durable services go through [`TaskServices`],
 //! which the worker implements on top of the store. An infrastructure failure there (the
 //! database is away) traps the guest, so the attempt fails and is retried later instead of
-//! carrying on with a wrong answer (for instance "this effect was never done").
+//! carrying on with a wrong answer (for instance "this effect was never done"). So does a call
+//! past one of the guest's limits, with a message naming the limit.
+//!
+//! Follow-up tasks are the manifest's to allow (`[enqueue]`, see
+//! [`crate::plugins::manifest::EnqueueGrant`]): a type not on the allow list, a call past the
+//! attempt's count or payload quota, or an idempotency key too long is answered with an error
+//! the guest sees; a priority outside the type's range is clamped into it; and a key the guest
+//! chooses is stored as `guest:{its type}:{key}`, a namespace of its own, so that no guest can
+//! take over an idempotency key that callers (or other types) use.
 
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -11,18 +19,29 @@ use std::sync::Arc;
 use super::HostState;
 use super::bindings::spool::task::host::{EnqueueOptions, Host, Level};
 use super::output::TaskLog;
+use super::text;
+use crate::enqueue::MAX_IDEMPOTENCY_KEY;
+use crate::plugins::manifest::EnqueueGrant;
 
 /// The longest log line or progress note kept, so a single call cannot flood anything.
 const MAX_MESSAGE_BYTES: usize = 4096;
 /// The longest effect or key-value key.
 const MAX_KEY_BYTES: usize = 1024;
 /// The largest key-value value.
-const MAX_VALUE_BYTES: usize = 1 << 20;
+pub(super) const MAX_VALUE_BYTES: usize = 1 << 20;
+/// The most `record-effect` calls one attempt may make.
+pub const MAX_EFFECTS_PER_ATTEMPT: u32 = 1000;
 
 /// A failure of a host service that the guest must not paper over.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ServiceError(pub String);
+pub enum ServiceError {
+    /// The database cannot be reached: the attempt fails and is retried later.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The call passed one of the task type's limits; the message names it.
+    #[error("{0}")]
+    Refused(String),
+}
 
 /// A follow-up task a handler asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,8 +81,13 @@ pub(super) struct AttemptContext {
     task_type: String,
     services: Arc<dyn TaskServices>,
     log: TaskLog,
-    /// How many follow-ups this attempt enqueued so far (for derived idempotency keys).
-    enqueued: u32,
+    /// How many `enqueue` calls this attempt made so far (for derived idempotency keys).
+    enqueue_calls: u32,
+    /// What the manifest lets this attempt enqueue, and what it used of that.
+    enqueue: EnqueueGrant,
+    enqueued_tasks: u32,
+    enqueued_bytes: usize,
+    effects_recorded: u32,
 }
 
 impl AttemptContext {
@@ -72,28 +96,84 @@ impl AttemptContext {
         task_type: String,
         services: Arc<dyn TaskServices>,
         log: TaskLog,
+        enqueue: EnqueueGrant,
     ) -> Self {
         AttemptContext {
             task_id,
             task_type,
             services,
             log,
-            enqueued: 0,
+            enqueue_calls: 0,
+            enqueue,
+            enqueued_tasks: 0,
+            enqueued_bytes: 0,
+            effects_recorded: 0,
         }
+    }
+
+    /// Checks a follow-up against the manifest's `[enqueue]` rules and applies them: the
+    /// priority clamped into the type's range, a guest's key moved into its namespace.
+    fn admit(
+        &self,
+        task_type: &str,
+        payload: &str,
+        options: &EnqueueOptions,
+    ) -> Result<(Option<i32>, Option<String>), String> {
+        let grant = &self.enqueue;
+        let own = &self.task_type;
+        if !grant.permits(task_type) {
+            return Err(if grant.allow.is_empty() {
+                format!(
+                    "enqueue of task type `{task_type}` denied: task type `{own}` may enqueue no follow-ups (allow them in its manifest: [enqueue] allow = [\"{task_type}\"])"
+                )
+            } else {
+                format!(
+                    "enqueue of task type `{task_type}` denied: task type `{own}` may enqueue only {} ([enqueue] allow in its manifest)",
+                    grant.allow.join(", ")
+                )
+            });
+        }
+        if self.enqueued_tasks >= grant.max_tasks {
+            return Err(format!(
+                "enqueue denied: this attempt already enqueued {} follow-ups, the most one attempt of `{own}` may ([enqueue] max_tasks)",
+                self.enqueued_tasks
+            ));
+        }
+        if self.enqueued_bytes.saturating_add(payload.len()) > grant.max_bytes {
+            return Err(format!(
+                "enqueue denied: a payload of {} bytes would take this attempt's follow-ups past {} bytes, the most one attempt of `{own}` may enqueue ([enqueue] max_bytes)",
+                payload.len(),
+                grant.max_bytes
+            ));
+        }
+        let key = match &options.idempotency_key {
+            Some(key) => {
+                let key = guest_key(own, key);
+                if key.chars().count() > MAX_IDEMPOTENCY_KEY {
+                    return Err(format!(
+                        "enqueue denied: the idempotency key is too long; keys a handler chooses are stored as `{}` and must fit {MAX_IDEMPOTENCY_KEY} characters",
+                        guest_key(own, "KEY")
+                    ));
+                }
+                Some(key)
+            }
+            None => None,
+        };
+        let priority = options
+            .priority
+            .map(|p| p.clamp(grant.min_priority, grant.max_priority));
+        Ok((priority, key))
     }
 }
 
-/// Cuts `text` to at most `MAX_MESSAGE_BYTES` on a character boundary.
-fn bounded(mut text: String) -> String {
-    if text.len() > MAX_MESSAGE_BYTES {
-        let mut end = MAX_MESSAGE_BYTES;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push('…');
-    }
-    text
+/// Cleans guest text and cuts it to at most `MAX_MESSAGE_BYTES`.
+fn bounded(text: String) -> String {
+    text::clean(&text, MAX_MESSAGE_BYTES, text.len())
+}
+
+/// The idempotency key a follow-up gets for the key `key` a handler of `parent_type` chose.
+pub fn guest_key(parent_type: &str, key: &str) -> String {
+    format!("guest:{parent_type}:{key}")
 }
 
 fn check_key(key: &str) -> wasmtime::Result<()> {
@@ -107,9 +187,12 @@ fn check_key(key: &str) -> wasmtime::Result<()> {
 }
 
 fn trap(service: &str, error: ServiceError) -> wasmtime::Error {
-    wasmtime::Error::msg(format!(
-        "host service `{service}` failed: {error}; the attempt is retried later"
-    ))
+    wasmtime::Error::msg(match error {
+        ServiceError::Unavailable(error) => {
+            format!("host service `{service}` failed: {error}; the attempt is retried later")
+        }
+        ServiceError::Refused(why) => format!("`{service}` refused: {why}"),
+    })
 }
 
 /// The idempotency key of the `n`-th follow-up of a task: the same on every attempt, so a
@@ -131,6 +214,8 @@ impl Host for HostState {
             Level::Error => "error",
         };
         ctx.log.line(&format!("[{name}] {message}"));
+        // One line in the host's log, whatever the guest wrote.
+        let message = message.replace('\n', "\\n");
         match level {
             Level::Trace => tracing::trace!(task_id = id, task_type, "{message}"),
             Level::Debug => tracing::debug!(task_id = id, task_type, "{message}"),
@@ -159,7 +244,13 @@ impl Host for HostState {
 
     async fn record_effect(&mut self, key: String) -> wasmtime::Result<()> {
         check_key(&key)?;
-        let ctx = &self.task;
+        let ctx = &mut self.task;
+        if ctx.effects_recorded >= MAX_EFFECTS_PER_ATTEMPT {
+            wasmtime::bail!(
+                "`record-effect` refused: this attempt already recorded {MAX_EFFECTS_PER_ATTEMPT} effects, the most one attempt may"
+            );
+        }
+        ctx.effects_recorded += 1;
         ctx.services
             .record_effect(&ctx.task_type, &key, ctx.task_id)
             .await
@@ -206,18 +297,24 @@ impl Host for HostState {
         options: EnqueueOptions,
     ) -> wasmtime::Result<Result<u64, String>> {
         let ctx = &mut self.task;
-        let n = ctx.enqueued;
-        ctx.enqueued += 1;
-        let idempotency_key = options
-            .idempotency_key
-            .unwrap_or_else(|| derived_key(&ctx.task_type, ctx.task_id, n));
+        let n = ctx.enqueue_calls;
+        ctx.enqueue_calls += 1;
+        let (priority, key) = match ctx.admit(&task_type, &payload, &options) {
+            Ok(admitted) => admitted,
+            Err(denied) => {
+                ctx.log.line(&format!("[spool] {denied}"));
+                return Ok(Err(denied));
+            }
+        };
+        ctx.enqueued_tasks += 1;
+        ctx.enqueued_bytes += payload.len();
         let follow_up = FollowUp {
             task_type,
             payload,
-            priority: options.priority,
+            priority,
             delay_seconds: options.delay_seconds,
             max_retry: options.max_retry,
-            idempotency_key,
+            idempotency_key: key.unwrap_or_else(|| derived_key(&ctx.task_type, ctx.task_id, n)),
         };
         ctx.services
             .enqueue(follow_up)
@@ -236,9 +333,104 @@ mod tests {
     fn long_messages_are_cut_on_a_char_boundary() {
         let long = "é".repeat(MAX_MESSAGE_BYTES);
         let cut = bounded(long);
-        assert!(cut.len() <= MAX_MESSAGE_BYTES + '…'.len_utf8());
-        assert!(cut.ends_with('…'));
+        let (kept, note) = cut.split_once('…').unwrap();
+        assert!(
+            kept.len() <= MAX_MESSAGE_BYTES && note.len() < 100,
+            "{note}"
+        );
         assert_eq!(bounded("short".into()), "short");
+        assert_eq!(bounded("a\u{0}b".into()), "a\\u{0}b");
+    }
+
+    struct NoServices;
+
+    #[async_trait]
+    impl TaskServices for NoServices {
+        fn progress(&self, _: u64, _: u8, _: String) {}
+        async fn effect_done(&self, _: &str, _: &str) -> Result<bool, ServiceError> {
+            Ok(false)
+        }
+        async fn record_effect(&self, _: &str, _: &str, _: u64) -> Result<(), ServiceError> {
+            Ok(())
+        }
+        async fn kv_get(&self, _: &str, _: &str) -> Result<Option<String>, ServiceError> {
+            Ok(None)
+        }
+        async fn kv_set(&self, _: &str, _: &str, _: &str) -> Result<(), ServiceError> {
+            Ok(())
+        }
+        async fn kv_delete(&self, _: &str, _: &str) -> Result<bool, ServiceError> {
+            Ok(false)
+        }
+        async fn enqueue(&self, _: FollowUp) -> Result<Result<u64, String>, ServiceError> {
+            Ok(Ok(1))
+        }
+    }
+
+    fn context(grant: EnqueueGrant) -> AttemptContext {
+        AttemptContext::new(
+            7,
+            "fork".into(),
+            Arc::new(NoServices),
+            TaskLog::new(100),
+            grant,
+        )
+    }
+
+    fn options(priority: Option<i32>, key: Option<&str>) -> EnqueueOptions {
+        EnqueueOptions {
+            priority,
+            delay_seconds: None,
+            max_retry: None,
+            idempotency_key: key.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn follow_ups_are_denied_unless_allowed() {
+        let ctx = context(EnqueueGrant::default());
+        let denied = ctx.admit("notify", "{}", &options(None, None)).unwrap_err();
+        assert!(denied.contains("may enqueue no follow-ups"), "{denied}");
+        let ctx = context(EnqueueGrant {
+            allow: vec!["notify".into()],
+            ..EnqueueGrant::default()
+        });
+        assert!(ctx.admit("notify", "{}", &options(None, None)).is_ok());
+        let denied = ctx.admit("fork", "{}", &options(None, None)).unwrap_err();
+        assert!(denied.contains("may enqueue only notify"), "{denied}");
+    }
+
+    #[test]
+    fn follow_ups_have_quotas_a_priority_range_and_their_own_keys() {
+        let mut ctx = context(EnqueueGrant {
+            allow: vec!["notify".into()],
+            max_tasks: 2,
+            max_bytes: 10,
+            min_priority: -5,
+            max_priority: 5,
+        });
+        let (priority, key) = ctx
+            .admit("notify", "{}", &options(Some(i32::MAX), Some("order-42")))
+            .unwrap();
+        assert_eq!(priority, Some(5));
+        assert_eq!(key.as_deref(), Some("guest:fork:order-42"));
+        assert_eq!(
+            ctx.admit("notify", "{}", &options(Some(i32::MIN), None))
+                .unwrap(),
+            (Some(-5), None)
+        );
+        let too_big = ctx
+            .admit("notify", "[1,2,3,4,5,6]", &options(None, None))
+            .unwrap_err();
+        assert!(too_big.contains("max_bytes"), "{too_big}");
+        let long = "k".repeat(MAX_IDEMPOTENCY_KEY);
+        let too_long = ctx
+            .admit("notify", "{}", &options(None, Some(&long)))
+            .unwrap_err();
+        assert!(too_long.contains("guest:fork:KEY"), "{too_long}");
+        ctx.enqueued_tasks = 2;
+        let too_many = ctx.admit("notify", "{}", &options(None, None)).unwrap_err();
+        assert!(too_many.contains("max_tasks"), "{too_many}");
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! - **wall-clock time**: an epoch deadline traps guest code that runs too long, and the whole
 //!   call (instantiation and host calls such as a WASI sleep included) is abandoned at the
 //!   timeout. One ticker thread per engine advances the epoch;
-//! - **memory**: linear memories and tables are capped; growing past the cap traps;
+//! - **memory**: all of an attempt's linear memories and tables together are capped, and so is
+//!   how many it may create ([`limits`]); growing past the cap traps;
 //! - **capabilities**: WASI with nothing granted unless the plugin's manifest says so: folders
 //!   mapped read-only or read-write, named environment variables, outbound HTTP (wasi:http) to
 //!   listed hosts only. Sockets stay closed. All of WASI p2 is linked, so components from any
@@ -15,7 +16,11 @@
 //!   operator's grants root and are opened for each attempt without following any symbolic
 //!   link; the guest gets exactly the directory opened ([`grants`]);
 //! - **output**: stdout, stderr and `log` calls go to a bounded task log ([`output`]);
-//!   results are bounded too.
+//!   results are bounded too, and so is every string a guest hands back: a `retry` or `fail`
+//!   message is read from guest memory only up to its bound, and any one host call (or the
+//!   result) may make the host copy at most a little more than the largest value it accepts
+//!   (wasmtime's hostcall fuel). Guest text is stored with its control characters escaped
+//!   ([`text`]).
 //!
 //! Instances come from wasmtime's pooling allocator by default: memories, tables and async
 //! stacks are reserved once and reused, which made instantiate + call of a no-op handler
@@ -30,14 +35,16 @@ mod command;
 pub mod grants;
 mod host_api;
 mod http;
+pub mod limits;
 pub mod output;
+pub mod text;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use wasmtime::component::{HasSelf, Linker, ResourceTable};
-use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, Trap};
+use wasmtime::component::{ComponentExportIndex, HasSelf, Lift, Linker, ResourceTable};
+use wasmtime::{Engine, Store, Trap};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
@@ -45,7 +52,9 @@ use crate::plugins::manifest::Capabilities;
 use crate::task::AttemptOutcome;
 pub use cache::{ArtifactCache, CacheKey, CacheUse};
 pub use host_api::{FollowUp, ServiceError, TaskServices};
+use limits::{AttemptLimiter, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES, MemoryLimit};
 use output::TaskLog;
+use text::{GuestText, MAX_MESSAGE_BYTES, clean_reason};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -56,8 +65,22 @@ mod bindings {
     });
 }
 
-use bindings::spool::task::types::Failure as WitFailure;
 use bindings::spool::task::types::TaskInfo as WitTaskInfo;
+
+/// The handler world's `failure`, lifted with its messages bounded while they are read.
+#[derive(wasmtime::component::ComponentType, Lift)]
+#[component(variant)]
+enum GuestFailure {
+    #[component(name = "retry")]
+    Retry(GuestText<MAX_MESSAGE_BYTES>),
+    #[component(name = "fail")]
+    Fail(GuestText<MAX_MESSAGE_BYTES>),
+    #[component(name = "snooze")]
+    Snooze(u32),
+}
+
+/// Extra room in the hostcall fuel beyond the largest value a host call accepts.
+const HOSTCALL_SLACK: usize = 64 << 10;
 
 /// Fuel between two yields to the async executor: small enough that a busy handler gives up
 /// its thread every few tens of microseconds, large enough that yielding costs nothing visible.
@@ -126,7 +149,7 @@ pub struct CompiledHandler {
 
 #[derive(Clone)]
 enum HandlerKind {
-    World(bindings::HandlerPre<HostState>),
+    World(bindings::HandlerPre<HostState>, ComponentExportIndex),
     Command(wasmtime_wasi::p2::bindings::CommandPre<HostState>),
     Preview1(wasmtime::InstancePre<command::P1State>),
 }
@@ -136,7 +159,7 @@ impl CompiledHandler {
     /// exporting wasi:cli/run) or `wasi-preview1` (a core module with `_start`).
     pub fn kind(&self) -> &'static str {
         match self.kind {
-            HandlerKind::World(_) => "handler",
+            HandlerKind::World(..) => "handler",
             HandlerKind::Command(_) => "wasi-command",
             HandlerKind::Preview1(_) => "wasi-preview1",
         }
@@ -149,7 +172,7 @@ pub struct HostState {
     http: WasiHttpCtx,
     http_hooks: http::AllowList,
     table: ResourceTable,
-    limits: StoreLimits,
+    limits: AttemptLimiter,
     task: host_api::AttemptContext,
 }
 
@@ -237,15 +260,19 @@ impl Sandbox {
         config.epoch_interruption(true);
         config.wasm_component_model(true);
         if let Some(slots) = options.pool_slots {
+            // Room for `slots` attempts that each use the most one attempt may: whatever its
+            // components declare, no task type can take the slots another needs.
+            let (instances, memories, tables) =
+                (MAX_INSTANCES as u32, MAX_MEMORIES as u32, MAX_TABLES as u32);
             let mut pool = wasmtime::PoolingAllocationConfig::new();
             pool.total_component_instances(slots)
-                .total_core_instances(slots * 16)
-                .total_memories(slots * 4)
-                .total_tables(slots * 8)
+                .total_core_instances(slots.saturating_mul(instances))
+                .total_memories(slots.saturating_mul(memories))
+                .total_tables(slots.saturating_mul(tables))
                 .total_stacks(slots)
-                .max_core_instances_per_component(64)
-                .max_memories_per_component(8)
-                .max_tables_per_component(16)
+                .max_core_instances_per_component(instances)
+                .max_memories_per_component(memories)
+                .max_tables_per_component(tables)
                 .max_memory_size(options.pool_max_memory);
             config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
         }
@@ -299,7 +326,12 @@ impl Sandbox {
             .instantiate_pre(&component)
             .map_err(CompileError::WrongWorld)?;
         let kind = match bindings::HandlerPre::new(instance_pre.clone()) {
-            Ok(pre) => HandlerKind::World(pre),
+            Ok(pre) => {
+                let handle = component.get_export_index(None, "handle").ok_or_else(|| {
+                    CompileError::WrongWorld(wasmtime::Error::msg("no `handle` export"))
+                })?;
+                HandlerKind::World(pre, handle)
+            }
             Err(world_error) => match wasmtime_wasi::p2::bindings::CommandPre::new(instance_pre) {
                 Ok(pre) => HandlerKind::Command(pre),
                 Err(_) => return Err(CompileError::WrongWorld(world_error)),
@@ -338,9 +370,9 @@ impl Sandbox {
         let log = TaskLog::new(limits.log_bytes);
         let call = async {
             match &handler.kind {
-                HandlerKind::World(pre) => {
+                HandlerKind::World(pre, handle) => {
                     match self.build_store(&task, limits, services, &log, None) {
-                        Ok(store) => call_handler(pre, store, task, payload, limits).await,
+                        Ok(store) => call_handler(pre, handle, store, task, payload, limits).await,
                         Err(error) => {
                             AttemptOutcome::Crashed(format!("sandbox setup failed: {error:#}"))
                         }
@@ -366,10 +398,13 @@ impl Sandbox {
             Err(_) => AttemptOutcome::Crashed(timed_out(limits.timeout)),
         };
         let log = log.contents();
+        // Every message is bounded and cleaned here, whichever door it came through.
         let outcome = match outcome {
             AttemptOutcome::Crashed(reason) => {
-                AttemptOutcome::Crashed(with_last_words(reason, &log))
+                AttemptOutcome::Crashed(clean_reason(&with_last_words(reason, &log)))
             }
+            AttemptOutcome::Retry(message) => AttemptOutcome::Retry(clean_reason(&message)),
+            AttemptOutcome::Fail(message) => AttemptOutcome::Fail(clean_reason(&message)),
             other => other,
         };
         Attempt { outcome, log }
@@ -395,19 +430,18 @@ impl Sandbox {
             http: WasiHttpCtx::new(),
             http_hooks: http::AllowList::new(limits.capabilities.clone(), log.clone()),
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(limits.memory_bytes)
-                .trap_on_grow_failure(true)
-                .build(),
+            limits: AttemptLimiter::new(limits.memory_bytes),
             task: host_api::AttemptContext::new(
                 task.id,
                 task.task_type.clone(),
                 services,
                 log.clone(),
+                limits.capabilities.enqueue.clone(),
             ),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limits);
+        store.set_hostcall_fuel(hostcall_fuel(limits));
         apply_limits(&mut store, limits)?;
         Ok(store)
     }
@@ -438,6 +472,17 @@ fn granted_wasi(limits: &RunLimits, log: &TaskLog) -> wasmtime::Result<WasiCtxBu
     Ok(wasi)
 }
 
+/// The most bytes one host call (or the handler's result) may make the host copy out of the
+/// guest: a little more than the largest value any of them accepts. Anything larger fails the
+/// call before it is copied.
+fn hostcall_fuel(limits: &RunLimits) -> usize {
+    limits
+        .max_result_bytes
+        .max(host_api::MAX_VALUE_BYTES)
+        .max(limits.capabilities.enqueue.max_bytes)
+        .saturating_add(HOSTCALL_SLACK)
+}
+
 /// Fuel, yielding and the epoch deadline of one attempt.
 fn apply_limits<T>(store: &mut Store<T>, limits: &RunLimits) -> wasmtime::Result<()> {
     store.set_fuel(limits.fuel)?;
@@ -451,6 +496,7 @@ fn apply_limits<T>(store: &mut Store<T>, limits: &RunLimits) -> wasmtime::Result
 /// Instantiates the handler and calls `handle`, mapping every ending to an outcome.
 async fn call_handler(
     pre: &bindings::HandlerPre<HostState>,
+    handle: &ComponentExportIndex,
     mut store: Store<HostState>,
     task: TaskInfo,
     payload: &str,
@@ -463,24 +509,53 @@ async fn call_handler(
         max_attempts: task.max_attempts,
         idempotency_key: task.idempotency_key,
     };
-    let instance = match pre.instantiate_async(&mut store).await {
+    let instance = match pre.instance_pre().instantiate_async(&mut store).await {
         Ok(instance) => instance,
         Err(error) => return AttemptOutcome::Crashed(describe_error(&error, limits)),
     };
-    match instance.call_handle(&mut store, &info, payload).await {
-        Ok(Ok(result)) if result.len() > limits.max_result_bytes => AttemptOutcome::Fail(format!(
-            "the result is {} bytes; the limit is {} (max_result): write large outputs to a granted folder and return a reference",
-            result.len(),
-            limits.max_result_bytes
+    let func = match instance.get_func(&mut store, handle) {
+        Some(func) => func,
+        None => return AttemptOutcome::Crashed("the component has no `handle` export".into()),
+    };
+    // The result string is lifted whole (within the hostcall fuel, see [`hostcall_fuel`]),
+    // failure messages only up to their bound.
+    let typed = match func.typed::<(&WitTaskInfo, &str), (Result<String, GuestFailure>,)>(&store) {
+        Ok(typed) => typed,
+        Err(error) => {
+            return AttemptOutcome::Crashed(format!("`handle` has an unexpected type: {error:#}"));
+        }
+    };
+    let call = typed.call_async(&mut store, (&info, payload)).await;
+    match call {
+        Ok((Ok(result),)) if result.len() > limits.max_result_bytes => {
+            result_too_large(result.len().to_string(), limits)
+        }
+        Ok((Ok(result),)) if result.contains('\0') => AttemptOutcome::Fail(format!(
+            "the result contains a NUL character at byte {}: a result is text without NUL characters (encode binary data, for instance in base64)",
+            result.find('\0').unwrap_or_default()
         )),
-        Ok(Ok(result)) => AttemptOutcome::Succeeded(result),
-        Ok(Err(WitFailure::Retry(message))) => AttemptOutcome::Retry(message),
-        Ok(Err(WitFailure::Fail(message))) => AttemptOutcome::Fail(message),
-        Ok(Err(WitFailure::Snooze(seconds))) => {
+        Ok((Ok(result),)) => AttemptOutcome::Succeeded(result),
+        Ok((Err(GuestFailure::Retry(message)),)) => AttemptOutcome::Retry(message.cleaned()),
+        Ok((Err(GuestFailure::Fail(message)),)) => AttemptOutcome::Fail(message.cleaned()),
+        Ok((Err(GuestFailure::Snooze(seconds)),)) => {
             AttemptOutcome::Snooze(Duration::from_secs(u64::from(seconds)))
         }
+        Err(error) if is_hostcall_fuel(&error) => result_too_large("more than that".into(), limits),
         Err(error) => AttemptOutcome::Crashed(describe_error(&error, limits)),
     }
+}
+
+fn result_too_large(size: String, limits: &RunLimits) -> AttemptOutcome {
+    AttemptOutcome::Fail(format!(
+        "the result is {size} bytes; the limit is {} (max_result): write large outputs to a granted folder and return a reference",
+        limits.max_result_bytes
+    ))
+}
+
+/// Whether wasmtime refused to copy a value out of the guest because it passed the hostcall
+/// fuel (see [`hostcall_fuel`]).
+fn is_hostcall_fuel(error: &wasmtime::Error) -> bool {
+    format!("{error:#}").contains("too much data is being copied between the host and the guest")
 }
 
 /// Adds the guest's last output lines to a crash reason: a panicking guest prints its panic
@@ -529,11 +604,18 @@ fn describe_error(error: &wasmtime::Error, limits: &RunLimits) -> String {
             "trap: the handler panicked or hit unreachable code".to_string()
         }
         Some(trap) => format!("trap: {trap}"),
-        None if is_memory_limit(error) => format!(
-            "memory limit: the handler tried to grow its memory past {} bytes and was stopped",
-            limits.memory_bytes
-        ),
-        None => format!("handler error: {error:#}"),
+        None => match error.downcast_ref::<MemoryLimit>() {
+            Some(limit) => limit.to_string(),
+            None if is_memory_limit(error) => format!(
+                "memory limit: the handler tried to grow its memory past {} bytes and was stopped",
+                limits.memory_bytes
+            ),
+            None if is_hostcall_fuel(error) => format!(
+                "a host call handed over more than {} bytes and was refused: handler error: {error:#}",
+                hostcall_fuel(limits)
+            ),
+            None => format!("handler error: {error:#}"),
+        },
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! The bound protects the database and the host's memory: a guest printing gigabytes keeps
 //! running (writes past the limit are accepted and dropped, never an error that would make the
-//! guest's `println!` panic), and the log ends with a note of how much was dropped.
+//! guest's `println!` panic), and the log ends with a note of how much was dropped. Control
+//! characters other than newline and tab are shown escaped ([`super::text`]), within the bound.
 
 use bytes::Bytes;
 use std::pin::Pin;
@@ -55,17 +56,30 @@ impl TaskLog {
         self.append(text.as_bytes());
     }
 
-    /// The log as text (invalid UTF-8 replaced), with a note when output was dropped.
+    /// The log as text (invalid UTF-8 replaced, control characters escaped, at most the
+    /// limit), with a note when output was dropped.
     pub fn contents(&self) -> String {
         let buffer = self.buffer.lock().expect("task log lock");
-        let mut text = String::from_utf8_lossy(&buffer.text).into_owned();
-        if buffer.dropped > 0 {
+        let raw = String::from_utf8_lossy(&buffer.text);
+        let (mut text, cut) = super::text::escape_within(&raw, self.limit);
+        let dropped = buffer.dropped + cut as u64;
+        if dropped > 0 {
             text.push_str(&format!(
-                "\n[spool: {} more bytes of output were dropped: the task log keeps {} bytes]\n",
-                buffer.dropped, self.limit
+                "\n[spool: {dropped} more bytes of output were dropped: the task log keeps {} bytes]\n",
+                self.limit
             ));
         }
         text
+    }
+
+    /// What was written, as is (invalid UTF-8 replaced), and how many bytes past the limit
+    /// were dropped: a program's stdout, which is its result.
+    pub fn raw(&self) -> (String, u64) {
+        let buffer = self.buffer.lock().expect("task log lock");
+        (
+            String::from_utf8_lossy(&buffer.text).into_owned(),
+            buffer.dropped,
+        )
     }
 
     /// The guest's stdout or stderr, writing into this log.
@@ -145,6 +159,17 @@ mod tests {
             text.contains("6 more bytes of output were dropped"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn control_characters_are_escaped_within_the_limit() {
+        let log = TaskLog::new(12);
+        log.append(b"ok\x00\x1b[0m\x07\x07\x07");
+        let text = log.contents();
+        let kept = text.split("\n[spool").next().unwrap();
+        assert_eq!(kept, "ok\\u{0}");
+        assert!(text.contains("7 more bytes"), "{text}");
+        assert_eq!(log.raw(), ("ok\0\x1b[0m\x07\x07\x07".to_string(), 0));
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Per-task-type start rates: a token bucket per type, refilled at the manifest's `rate`
 //! (tasks per second) with a burst of one second's worth (at least one task). This is the
 //! essay's politeness to a downstream service, enforced by the host. Pure: time is passed in.
+//!
+//! Manifests keep `rate` within [`MIN_RATE`] and [`MAX_RATE`]; the arithmetic here holds for
+//! any positive rate anyway (a wait never exceeds [`MAX_WAIT`]).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -16,6 +19,13 @@ struct Bucket {
 pub struct RateLimits {
     buckets: HashMap<String, Bucket>,
 }
+
+/// The slowest rate a manifest may set: one start a day.
+pub const MIN_RATE: f64 = 1.0 / 86_400.0;
+/// The fastest rate a manifest may set.
+pub const MAX_RATE: f64 = 1_000_000.0;
+/// The longest [`RateLimits::next_start_in`] answers: the dispatcher looks again by then.
+pub const MAX_WAIT: Duration = Duration::from_secs(86_400);
 
 fn burst(rate: f64) -> f64 {
     rate.max(1.0)
@@ -50,7 +60,8 @@ impl RateLimits {
         if tokens >= 1.0 {
             Duration::ZERO
         } else {
-            Duration::from_secs_f64((1.0 - tokens) / rate)
+            Duration::try_from_secs_f64((1.0 - tokens) / rate)
+                .map_or(MAX_WAIT, |wait| wait.min(MAX_WAIT))
         }
     }
 }
@@ -78,6 +89,20 @@ mod tests {
             limits.available("mail", 2.0, start + Duration::from_secs(60)),
             2,
             "burst is capped"
+        );
+    }
+
+    #[test]
+    fn tiny_rates_wait_at_most_a_day_and_never_panic() {
+        let start = Instant::now();
+        let mut limits = RateLimits::default();
+        for rate in [1e-300, f64::MIN_POSITIVE, MIN_RATE / 10.0] {
+            limits.take("slow", rate, 1, start);
+            assert_eq!(limits.next_start_in("slow", rate, start), MAX_WAIT);
+        }
+        assert_eq!(
+            limits.next_start_in("slow", MIN_RATE, start),
+            Duration::from_secs(86_400)
         );
     }
 

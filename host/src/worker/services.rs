@@ -22,7 +22,7 @@ pub struct StoreServices {
 }
 
 fn unavailable(error: StoreError) -> ServiceError {
-    ServiceError(error.to_string())
+    ServiceError::Unavailable(error.to_string())
 }
 
 #[async_trait]
