@@ -212,7 +212,7 @@ fn a_listing_page_stops_at_4_mib_and_continues_with_its_cursor() {
         "{text}"
     );
     assert!(
-        text.contains(&format!("(more: GET /tasks?before={next})")),
+        text.contains(&format!("(more: spool tasks --before {next}")),
         "{text}"
     );
 }

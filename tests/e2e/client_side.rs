@@ -150,7 +150,7 @@ fn spool_plugins_shows_load_errors_on_one_line_and_in_full_by_name() {
 fn payloads_encoded_twice_are_refused_and_a_reused_key_says_when_payloads_differ() {
     let ws = Workspace::with_plugins(&["noop"]);
     let host = ws.start(&[]);
-    for doubled in [r#"{"rows": [1, 2]}"#, " [1, 2]"] {
+    for doubled in [r#"{"rows": [1, 2]}"#, " [1, 2]", "{not json"] {
         let (status, body) = host.post("/tasks", &json!({"task_type": "noop", "payload": doubled}));
         assert_eq!(status, 422, "{body}");
         assert_eq!(body["error"]["code"], "invalid_request");
@@ -170,10 +170,10 @@ fn payloads_encoded_twice_are_refused_and_a_reused_key_says_when_payloads_differ
             "{body}"
         );
     }
-    // Strings that are not a JSON document, and every other JSON value, stay valid payloads.
+    // Other strings, and every other JSON value, stay valid payloads.
     for fine in [
         json!("hello"),
-        json!("{not json"),
+        json!("x{"),
         json!(7),
         json!(null),
         json!([1]),

@@ -68,13 +68,22 @@ fn openapi_describes_every_route_and_the_real_task_shape() {
         .keys()
         .map(String::as_str)
         .collect();
-    // The enqueue answer adds `duplicate` to the task; its own schema documents it.
+    // The enqueue answer adds `duplicate` and `payload_differs` to the task; its own schema
+    // documents them.
     let enqueue_schema = spec["components"]["schemas"]["EnqueueResponse"].to_string();
     assert!(
         actual.remove("duplicate"),
         "the enqueue answer says whether it was a duplicate"
     );
     assert!(enqueue_schema.contains("\"duplicate\""), "{enqueue_schema}");
+    assert!(
+        actual.remove("payload_differs"),
+        "the enqueue answer says whether a duplicate's payload differs"
+    );
+    assert!(
+        enqueue_schema.contains("\"payload_differs\""),
+        "{enqueue_schema}"
+    );
     assert_eq!(documented, actual);
     assert!(actual.contains("estimated_done_at"));
     let error_schema: &Value = &spec["components"]["schemas"]["ErrorDetail"]["properties"];

@@ -125,9 +125,9 @@ pub struct EnqueueRequest {
     /// types this host ran when it served this description; plugins may come and go).
     #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
     pub task_type: String,
-    /// Any JSON value; handed to the handler as text. Defaults to `{}`. A JSON string whose
-    /// text is itself a JSON object or array (a document encoded twice) is refused with 422:
-    /// send the object or array itself.
+    /// Any JSON value; handed to the handler as text. Defaults to `{}`. A JSON string that
+    /// starts with `{` or `[` (after spaces), a document encoded twice or a broken one, is
+    /// refused with 422: send the object or array itself.
     #[serde(default = "empty_object")]
     #[schema(value_type = Value)]
     pub payload: serde_json::Value,
@@ -394,18 +394,20 @@ impl EnqueueResponse {
     }
 }
 
-/// Refuses a payload that is a JSON string holding a JSON object or array: a document encoded
-/// twice, which the handler would receive as a quoted string.
+/// What a string payload may not look like: JSON whitespace, then `{` or `[` (described in
+/// the OpenAPI description as the payload's `not`).
+pub const DOUBLE_ENCODED_PATTERN: &str = "^[ \t\r\n]*[\\[{]";
+
+/// Refuses a payload that is a JSON string starting with `{` or `[`: a document encoded
+/// twice (or a broken one), which the handler would receive as a quoted string.
 fn check_payload(payload: &serde_json::Value) -> Result<(), ApiError> {
     let serde_json::Value::String(text) = payload else {
         return Ok(());
     };
-    let inner = text.trim_start();
-    if (inner.starts_with('{') || inner.starts_with('['))
-        && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
-    {
+    let inner = text.trim_start_matches([' ', '\t', '\r', '\n']);
+    if inner.starts_with('{') || inner.starts_with('[') {
         return Err(ApiError::invalid(
-            "payload is a JSON string that holds a JSON object or array (encoded twice); send the object or array itself: \"payload\": {\"k\": 1}, not \"payload\": \"{\\\"k\\\": 1}\"",
+            "payload is a JSON string that starts with { or [, a JSON document encoded twice; send the object or array itself: \"payload\": {\"k\": 1}, not \"payload\": \"{\\\"k\\\": 1}\"",
         ));
     }
     Ok(())
