@@ -5,7 +5,8 @@
 -- as a whole. Each statement here therefore stands alone and can run again: CREATE TABLE IF NOT
 -- EXISTS with its indexes inline, so a table never exists without its indexes, and a file
 -- interrupted half-way is completed by running it again (after removing its unfinished row
--- from _sqlx_migrations). Later migrations keep to one statement per file where they alter.
+-- from _sqlx_migrations). A later migration that alters a table should do one thing per
+-- statement, each safe to repeat, for the same reason.
 --
 -- Times are BIGINT Unix milliseconds, UTC: the representation every backend shares (compact,
 -- index-friendly, and free of the session time zone). The defaults compute "now" in milliseconds
@@ -19,8 +20,9 @@
 --
 -- Text compares byte for byte, as on SQLite: the tables' collation is utf8mb4_bin, and keys that
 -- must be unique exactly as given (idempotency, effect and key-value keys) are VARBINARY, which
--- also ignores no trailing spaces. Their lengths are the host's limits in bytes: idempotency keys
--- 255 (host/src/enqueue.rs), effect and key-value keys 1024 (host/src/sandbox/host_api.rs).
+-- also ignores no trailing spaces. Their lengths hold the host's limits: idempotency keys of 255
+-- characters (host/src/enqueue.rs), up to 4 bytes each in UTF-8, so 1020 bytes; effect and
+-- key-value keys of 1024 bytes (host/src/sandbox/host_api.rs).
 --
 -- status (TINYINT, the essay's): 0 pending, 1 running, 2 done, 3 failed (dead letter), 4 cancelled.
 CREATE TABLE IF NOT EXISTS async_task (
@@ -35,7 +37,7 @@ CREATE TABLE IF NOT EXISTS async_task (
     retry_count      INT UNSIGNED NOT NULL DEFAULT 0,
     max_retry        INT UNSIGNED NOT NULL DEFAULT 3,
     next_run_at      BIGINT       NOT NULL DEFAULT (UNIX_TIMESTAMP() * 1000 + MICROSECOND(CURRENT_TIMESTAMP(6)) DIV 1000),
-    idempotency_key  VARBINARY(255),
+    idempotency_key  VARBINARY(1020),
     lease_owner      VARCHAR(255),
     lease_expires_at BIGINT,
     attempted_at     BIGINT,

@@ -50,10 +50,7 @@ fn analyzed_rows(text: &str, index: &str) -> Option<f64> {
     let line = text.lines().find(|line| line.contains(index))?;
     let actual = &line[line.find("(actual")?..];
     let rows = &actual[actual.find("rows=")? + "rows=".len()..];
-    rows.split(|c: char| c == ' ' || c == ')')
-        .next()?
-        .parse()
-        .ok()
+    rows.split([' ', ')']).next()?.parse().ok()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

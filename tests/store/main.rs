@@ -10,6 +10,7 @@ mod servers;
 
 mod contract;
 mod explain;
+mod explain_mysql;
 
 /// What `servers` needs from the end-to-end tests' helpers.
 mod util {

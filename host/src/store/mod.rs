@@ -110,10 +110,13 @@ fn error_is_transient(error: &sqlx::Error) -> bool {
             }
             if let Some(mysql) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
                 // 1205 lock wait timeout, 1213 deadlock, 1040 too many connections, 1053
-                // server shutdown, 1927 connection killed, 2006/2013 server gone away.
+                // server shutdown, 1317 statement interrupted (killed, or the server stopping),
+                // 1927 connection killed (MariaDB), 4031 idle connection closed by the server
+                // (MySQL 8.0.24+), 2006/2013 server gone away. A connection the server simply
+                // closes or refuses is an `Io` error, transient above.
                 return matches!(
                     mysql.number(),
-                    1205 | 1213 | 1040 | 1053 | 1927 | 2006 | 2013
+                    1205 | 1213 | 1040 | 1053 | 1317 | 1927 | 4031 | 2006 | 2013
                 );
             }
             // PostgreSQL SQLSTATE: class 08 connection exceptions, 57P0x shutting down or

@@ -20,6 +20,7 @@
 //!    row's input position. Reading `lease_owner` back from `id >= LAST_INSERT_ID()` (the first
 //!    id of the statement, the smallest, as values only grow) matches ids to inputs exactly.
 //!    The markers are then cleared. They are never committed, so no other session sees them.
+//!    A single-row INSERT needs no marker: `LAST_INSERT_ID()` is its id.
 
 use chrono::Utc;
 use sqlx::mysql::MySqlRow;
@@ -141,6 +142,8 @@ async fn insert_chunk(
             "INSERT INTO async_task (task_type, payload, priority, max_retry, next_run_at, idempotency_key, \
              lease_owner, created_at, updated_at) ",
         );
+        // One row needs no marker: LAST_INSERT_ID() is its id.
+        let marked = inserting.len() > 1;
         insert.push_values(&inserting, |mut row, &i| {
             let task = &chunk[i];
             row.push_bind(&task.task_type)
@@ -149,7 +152,7 @@ async fn insert_chunk(
                 .push_bind(task.max_retry)
                 .push_bind(millis(task.run_at))
                 .push_bind(task.idempotency_key.as_deref().map(str::as_bytes))
-                .push_bind(format!("{marker}{i}"))
+                .push_bind(marked.then(|| format!("{marker}{i}")))
                 .push_bind(now)
                 .push_bind(now);
         });
@@ -158,7 +161,10 @@ async fn insert_chunk(
             Err(error) if is_duplicate_key(&error) => continue,
             Err(error) => return Err(error.into()),
         };
-        let ids = inserted_ids(tx, first, marker, inserting.len()).await?;
+        let ids = match marked {
+            true => inserted_ids(tx, first, marker, inserting.len()).await?,
+            false => vec![(inserting[0], first as i64)],
+        };
         let mut inserted = vec![None; chunk.len()];
         for (i, id) in ids {
             let task = new_row(id, &chunk[i], now)?;

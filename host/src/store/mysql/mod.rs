@@ -4,7 +4,7 @@
 //!
 //! # Sessions
 //!
-//! URLs are `mysql://USER:PASSWORD@HOST:PORT/DATABASE` (`mariadb://` is the same). A pool of
+//! URLs are `mysql://USER:PASSWORD@HOST:PORT/DATABASE`, for MariaDB too. A pool of
 //! [`POOL_SIZE`] connections serves every caller. Each session runs at READ COMMITTED and in
 //! strict SQL mode, with the time zone set to UTC:
 //!
@@ -21,12 +21,14 @@
 //! # Migrations
 //!
 //! `migrations/mysql/` is embedded and applied by [`open`] on a connection of its own, closed
-//! afterwards. sqlx's MySQL migrator (`sqlx-mysql` 0.8, `migrate.rs`, `lock`) takes
-//! `SELECT GET_LOCK(?, -1)` on a name derived from the database name before it reads the
-//! applied versions, and releases it when done, so hosts starting together wait for each other
-//! instead of racing. A failed migration would leave that connection holding the lock; closing
-//! the connection releases it. DDL is not transactional on MySQL, so each migration file is
-//! written to be safe to run again (see `migrations/mysql/0001_async_task.sql`).
+//! afterwards, under a named lock (`GET_LOCK`), so hosts starting together take turns: the
+//! first applies what is missing, the others then find nothing to do. sqlx's MySQL migrator
+//! (`sqlx-mysql` 0.8.6, `migrate.rs`, `fn lock`) takes `SELECT GET_LOCK(?, -1)` itself, which
+//! waits without end on MySQL, but MariaDB rejects the timeout -1 (warning 1411, the call
+//! returns NULL and takes no lock), so on MariaDB it would not keep two hosts apart; see
+//! [`migrate`]. Closing the connection releases every lock however the migration ended. DDL is
+//! not transactional on MySQL, so each migration file is written to be safe to run again (see
+//! `migrations/mysql/0001_async_task.sql`).
 //!
 //! # No notifications
 //!
@@ -79,8 +81,8 @@ pub use claim::ClaimExplanation;
 /// and API reads to run side by side.
 pub const POOL_SIZE: u32 = 10;
 /// How long a caller waits for a free connection (or a new one) before the database counts as
-/// unavailable.
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
+/// unavailable. Short, so that while the server is away an API request answers 503 promptly.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// What every new session runs (see the module docs).
 const SESSION_SETUP: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; \
      SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',STRICT_ALL_TABLES')";
@@ -105,14 +107,10 @@ impl MySqlStore {
             .timezone(Some("+00:00".to_string()))
             .charset("utf8mb4");
         if options.get_database().is_none() {
-            return Err(StoreError::UnsupportedUrl(without_password(url)));
+            return Err(StoreError::UnsupportedUrl(super::describe_url(url)));
         }
         let mut migrator = options.connect().await?;
-        // `run_direct` takes the connection itself; `run` (through `Acquire`) would make this
-        // future unusable in `tokio::spawn` (sqlx's higher-ranked `Acquire` bound).
-        let migrated = sqlx::migrate!("../migrations/mysql")
-            .run_direct(&mut migrator)
-            .await;
+        let migrated = migrate(&mut migrator).await;
         let _ = migrator.close().await;
         migrated?;
         let pool = MySqlPoolOptions::new()
@@ -136,20 +134,40 @@ impl MySqlStore {
     }
 }
 
-/// `url` with its password replaced, for messages.
-fn without_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    match rest.split_once('@') {
-        Some((credentials, host)) if credentials.contains(':') => {
-            let user = credentials
-                .split_once(':')
-                .map_or(credentials, |(user, _)| user);
-            format!("{scheme}://{user}:***@{host}")
-        }
-        _ => url.to_string(),
+/// The name of the lock migrations run under: per database, within MySQL's 64 characters.
+const MIGRATION_LOCK: &str = "CONCAT('spool-migrations:', SHA1(DATABASE()))";
+/// How long a host waits for another host's migration to finish.
+const MIGRATION_WAIT_SECONDS: u32 = 24 * 3600;
+
+/// Applies the embedded migrations under a named lock, so hosts starting together take turns.
+///
+/// sqlx's own migrator lock is `GET_LOCK(name, -1)`: a wait without end on MySQL, but on
+/// MariaDB -1 is an invalid timeout (warning 1411): the call returns NULL at once and takes no
+/// lock, and two hosts migrating the same database together would both apply migration 1.
+/// The lock here has a timeout both accept.
+async fn migrate(connection: &mut sqlx::MySqlConnection) -> Result<(), StoreError> {
+    let (locked,): (Option<i64>,) =
+        sqlx::query_as(&format!("SELECT GET_LOCK({MIGRATION_LOCK}, ?)"))
+            .bind(MIGRATION_WAIT_SECONDS)
+            .fetch_one(&mut *connection)
+            .await?;
+    if locked != Some(1) {
+        return Err(StoreError::Migration(format!(
+            "another host has been migrating this database for {} hours",
+            MIGRATION_WAIT_SECONDS / 3600
+        )));
     }
+    // `run_direct` takes the connection itself; `run` (through `Acquire`) would make this
+    // future unusable in `tokio::spawn` (sqlx's higher-ranked `Acquire` bound).
+    let migrated = sqlx::migrate!("../migrations/mysql")
+        .run_direct(&mut *connection)
+        .await;
+    let released = sqlx::query(&format!("SELECT RELEASE_LOCK({MIGRATION_LOCK})"))
+        .execute(&mut *connection)
+        .await;
+    migrated?;
+    released?;
+    Ok(())
 }
 
 /// How often a transaction the server chose as a deadlock victim is run again. InnoDB rolls a
