@@ -447,3 +447,35 @@ fn a_fork_bomb_is_contained_by_the_manifest() {
         "{done:#}"
     );
 }
+
+#[test]
+fn an_outcome_the_database_refuses_fails_its_task_and_others_complete() {
+    let ws = Workspace::with_plugins(&["loud", "noop"]);
+    ws.manifest("loud", "memory = \"768MiB\"\nmax_retry = 3\n");
+    let host = ws.start(&["--max-result", "256MiB"]);
+    // 170 MiB of control characters: six times that as the JSON text SQLite gets, past the
+    // most it stores in one value. Whatever batch it lands in, only its own task fails.
+    let tasks: Vec<Value> = (0..30)
+        .map(|i| json!({"task_type": "noop", "payload": {"i": i}}))
+        .chain([json!({"task_type": "loud", "payload": {"result": 170 << 20, "text": "\u{1}"}})])
+        .chain((30..60).map(|i| json!({"task_type": "noop", "payload": {"i": i}})))
+        .collect();
+    let (status, body) = host.post("/tasks/batch", &json!({ "tasks": tasks }));
+    assert_eq!(status, 201, "{body}");
+    let ids: Vec<i64> = body["tasks"].as_array().unwrap().iter().map(id).collect();
+    let poison = host.wait_final(ids[30]);
+    assert_eq!(poison["status"], "failed", "{poison:#}");
+    assert!(
+        text(&poison, "last_error")
+            .starts_with("the database refused to store this attempt's outcome"),
+        "{poison:#}"
+    );
+    assert_eq!(poison["result"], Value::Null);
+    assert_eq!(poison["retry_count"], 1, "failed at once, not retried");
+    for (i, task) in ids.iter().enumerate().filter(|(i, _)| *i != 30) {
+        let done = host.wait_for_status(*task, "done", WAIT);
+        assert_eq!(done["result"]["i"], if i < 30 { i } else { i - 1 });
+    }
+    let task = host.enqueue("noop", json!({"after": true}));
+    host.wait_for_status(id(&task), "done", WAIT);
+}
