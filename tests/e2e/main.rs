@@ -10,6 +10,7 @@ mod api_errors;
 mod api_guard;
 mod api_limits;
 mod api_schemathesis;
+mod approval_example;
 mod capabilities;
 mod cli;
 mod client_side;
