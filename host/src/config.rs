@@ -45,6 +45,14 @@ pub const DEFAULT_MAX_RESULT: usize = 1 << 20;
 pub const DEFAULT_MEMORY: usize = 256 << 20;
 /// The largest payload accepted; a task table is no place for files.
 pub const DEFAULT_MAX_PAYLOAD: usize = 1 << 20;
+/// The largest plugin file (component or module) the plugin folder may hold.
+pub const DEFAULT_MAX_PLUGIN_SIZE: usize = 128 << 20;
+/// Keys one task type may keep in its key-value store.
+pub const DEFAULT_KV_MAX_KEYS: u64 = 10_000;
+/// Bytes (keys and values together) one task type may keep in its key-value store.
+pub const DEFAULT_KV_MAX_BYTES: u64 = 64 << 20;
+/// How long the effect ledger remembers a recorded effect.
+pub const DEFAULT_EFFECT_RETENTION: Duration = Duration::from_secs(30 * 86_400);
 /// The largest request body (a batch of payloads).
 pub const DEFAULT_MAX_BODY: usize = 16 << 20;
 /// The most tasks one batch request may enqueue.
@@ -155,6 +163,19 @@ pub struct Settings {
     /// Most tasks in one batch request [default: 10000]
     #[arg(long, env = "SPOOL_MAX_BATCH")]
     pub max_batch: Option<usize>,
+    /// Largest plugin file loaded from the plugin folder, e.g. 128MiB [default: 128MiB]
+    #[arg(long, env = "SPOOL_MAX_PLUGIN_SIZE")]
+    pub max_plugin_size: Option<String>,
+    /// Keys a task type may keep in its key-value store, unless its manifest says otherwise [default: 10000]
+    #[arg(long, env = "SPOOL_KV_MAX_KEYS")]
+    pub kv_max_keys: Option<u64>,
+    /// Bytes (keys and values) a task type may keep in its key-value store, unless its manifest says otherwise, e.g. 64MiB [default: 64MiB]
+    #[arg(long, env = "SPOOL_KV_MAX_BYTES")]
+    pub kv_max_bytes: Option<String>,
+    /// How long the effect ledger remembers a recorded effect, unless a manifest says otherwise, e.g. 30d [default: 30d]
+    #[arg(long, env = "SPOOL_EFFECT_RETENTION", value_parser = humantime::parse_duration)]
+    #[serde(default, with = "humantime_serde")]
+    pub effect_retention: Option<Duration>,
     /// Longest `GET /tasks/{id}?wait=` this host allows, at most 60s; lower it below a proxy's idle timeout [default: 60s]
     #[arg(long, env = "SPOOL_MAX_WAIT", value_parser = humantime::parse_duration)]
     #[serde(default, with = "humantime_serde")]
@@ -194,6 +215,10 @@ impl Settings {
             max_body: self.max_body.or(lower.max_body),
             max_batch: self.max_batch.or(lower.max_batch),
             max_wait: self.max_wait.or(lower.max_wait),
+            max_plugin_size: self.max_plugin_size.or(lower.max_plugin_size),
+            kv_max_keys: self.kv_max_keys.or(lower.kv_max_keys),
+            kv_max_bytes: self.kv_max_bytes.or(lower.kv_max_bytes),
+            effect_retention: self.effect_retention.or(lower.effect_retention),
         }
     }
 
@@ -227,6 +252,11 @@ pub struct Defaults {
     pub fuel: u64,
     pub timeout: Duration,
     pub memory_bytes: usize,
+    /// What a type may keep in its key-value store.
+    pub kv_max_keys: u64,
+    pub kv_max_bytes: u64,
+    /// How long the effect ledger remembers a type's effects.
+    pub effect_retention: Duration,
 }
 
 impl Default for Defaults {
@@ -237,6 +267,9 @@ impl Default for Defaults {
             fuel: DEFAULT_FUEL,
             timeout: DEFAULT_TIMEOUT,
             memory_bytes: DEFAULT_MEMORY,
+            kv_max_keys: DEFAULT_KV_MAX_KEYS,
+            kv_max_bytes: DEFAULT_KV_MAX_BYTES,
+            effect_retention: DEFAULT_EFFECT_RETENTION,
         }
     }
 }
@@ -272,6 +305,8 @@ pub struct Config {
     pub max_wait: Duration,
     pub max_result_bytes: usize,
     pub pooling: bool,
+    /// The largest plugin file loaded.
+    pub max_plugin_bytes: usize,
 }
 
 impl Config {
@@ -406,6 +441,17 @@ impl Config {
                 fuel: settings.fuel.filter(|f| *f > 0).unwrap_or(DEFAULT_FUEL),
                 timeout: positive(settings.timeout, "timeout", DEFAULT_TIMEOUT)?,
                 memory_bytes: size(settings.memory, "memory", DEFAULT_MEMORY)?,
+                kv_max_keys: settings.kv_max_keys.unwrap_or(DEFAULT_KV_MAX_KEYS),
+                kv_max_bytes: size(
+                    settings.kv_max_bytes,
+                    "kv_max_bytes",
+                    DEFAULT_KV_MAX_BYTES as usize,
+                )? as u64,
+                effect_retention: positive(
+                    settings.effect_retention,
+                    "effect_retention",
+                    DEFAULT_EFFECT_RETENTION,
+                )?,
             },
             max_payload_bytes,
             max_body_bytes,
@@ -413,6 +459,11 @@ impl Config {
             max_wait,
             max_result_bytes: size(settings.max_result, "max_result", DEFAULT_MAX_RESULT)?,
             pooling: settings.pooling.unwrap_or(true),
+            max_plugin_bytes: size(
+                settings.max_plugin_size,
+                "max_plugin_size",
+                DEFAULT_MAX_PLUGIN_SIZE,
+            )?,
         })
     }
 

@@ -145,6 +145,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         defaults: config.defaults.clone(),
         folder: config.plugin_dir.clone(),
         grants,
+        max_bytes: config.max_plugin_bytes,
     });
     // Watch first, then load: a change made while loading is seen and applied afterwards.
     let watch = match FolderWatch::establish(&config.plugin_dir) {

@@ -1,7 +1,20 @@
 //! Reads plugin files and compiles them into [`Plugin`]s for the registry.
+//!
+//! Only regular files are read (a symbolic link to one is followed): a FIFO, a device or a
+//! socket named `NAME.wasm` or `NAME.toml` is refused with a load error before it is opened for
+//! reading, so it can neither hang the host nor feed it endless bytes. A component may be at
+//! most `max_plugin_size` bytes and a manifest [`MAX_MANIFEST_BYTES`]; a larger file is refused
+//! without being read whole. A file that some process still has open for writing (a copy in
+//! progress) is not loaded: the load waits for the writer to close it (the watcher sees the
+//! close), so a half-copied component never becomes a version, even one that happens to be a
+//! valid module.
 
 use chrono::Utc;
 use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -18,6 +31,22 @@ pub enum LoadError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "{path}: not a regular file ({kind}); only regular files, or symbolic links to them, are loaded"
+    )]
+    NotRegular { path: PathBuf, kind: &'static str },
+    #[error("{path}: {size} bytes, more than the {limit} bytes a {what} may have{setting}")]
+    TooLarge {
+        path: PathBuf,
+        size: u64,
+        limit: u64,
+        what: &'static str,
+        setting: &'static str,
+    },
+    #[error(
+        "{path}: still being written (a process has it open for writing); it loads once the writer closes it"
+    )]
+    BeingWritten { path: PathBuf },
     #[error(
         "{path}: the file name must be a task type name (letters, digits, `_` or `-`, at most 64 characters) followed by .wasm"
     )]
@@ -38,6 +67,118 @@ pub enum LoadError {
     },
 }
 
+/// The largest manifest read.
+pub const MAX_MANIFEST_BYTES: u64 = 64 << 10;
+
+/// What a file is, when it is not a regular file.
+fn kind_of(file_type: std::fs::FileType) -> Option<&'static str> {
+    if file_type.is_file() {
+        None
+    } else if file_type.is_fifo() {
+        Some("a FIFO")
+    } else if file_type.is_char_device() {
+        Some("a character device")
+    } else if file_type.is_block_device() {
+        Some("a block device")
+    } else if file_type.is_socket() {
+        Some("a socket")
+    } else if file_type.is_dir() {
+        Some("a folder")
+    } else {
+        Some("not a file")
+    }
+}
+
+/// Whether some process has `file` open for writing. Asked by taking a read lease and giving it
+/// back at once: Linux grants none while the file is open for writing anywhere. `None` when
+/// that cannot be asked (the file belongs to another user, or its file system has no leases).
+fn open_for_writing(file: &File) -> Option<bool> {
+    /// `F_SETSIG` from Linux's fcntl.h (the same on every architecture), which the libc crate
+    /// does not name.
+    const F_SETSIG: libc::c_int = 10;
+    let fd = file.as_raw_fd();
+    // SAFETY: plain fcntl calls on a descriptor this function borrows. A writer opening the
+    // file during the lease would signal this process; SIGURG is ignored unless handled, and
+    // nothing here handles it.
+    unsafe {
+        libc::fcntl(fd, F_SETSIG, libc::SIGURG);
+        if libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) == 0 {
+            libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK);
+            return Some(false);
+        }
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::EAGAIN) => Some(true),
+        _ => None,
+    }
+}
+
+/// Reads a plugin file: a regular file (or a link to one) of at most `limit` bytes that no
+/// process is writing. `Ok(None)` when it does not exist. Blocking.
+pub fn read_plugin_file(
+    path: &Path,
+    limit: u64,
+    what: &'static str,
+    setting: &'static str,
+) -> Result<Option<Vec<u8>>, LoadError> {
+    let read_error = |source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let not_regular = |kind| LoadError::NotRegular {
+        path: path.to_path_buf(),
+        kind,
+    };
+    // Checked before opening: opening a FIFO waits for a writer, and opening a device may
+    // do something.
+    match std::fs::metadata(path) {
+        Ok(metadata) => {
+            if let Some(kind) = kind_of(metadata.file_type()) {
+                return Err(not_regular(kind));
+            }
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(read_error(error)),
+    }
+    // Non-blocking, in case it was swapped for a FIFO since; checked again once open.
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(read_error(error)),
+    };
+    let metadata = file.metadata().map_err(read_error)?;
+    if let Some(kind) = kind_of(metadata.file_type()) {
+        return Err(not_regular(kind));
+    }
+    let too_large = |size| LoadError::TooLarge {
+        path: path.to_path_buf(),
+        size,
+        limit,
+        what,
+        setting,
+    };
+    if metadata.len() > limit {
+        return Err(too_large(metadata.len()));
+    }
+    if open_for_writing(&file) == Some(true) {
+        return Err(LoadError::BeingWritten {
+            path: path.to_path_buf(),
+        });
+    }
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(Some(bytes))
+}
+
 /// Whether `name` is usable as a task type (and so as a file stem).
 pub fn is_valid_task_type(name: &str) -> bool {
     !name.is_empty()
@@ -56,6 +197,8 @@ pub struct PluginLoader {
     pub cache: Option<ArtifactCache>,
     /// The grants root, opened at start; manifests' folder grants are resolved beneath it.
     pub grants: Arc<GrantsRoot>,
+    /// The largest component file loaded (`max_plugin_size`).
+    pub max_bytes: usize,
 }
 
 impl PluginLoader {
@@ -67,9 +210,13 @@ impl PluginLoader {
             path: self.folder.clone(),
             source,
         })?;
+        // Everything named `*.wasm` but folders: what is not a regular file is refused by
+        // `load` with a load error, so the operator sees it.
         let mut paths: Vec<PathBuf> = entries
-            .filter_map(|entry| entry.ok().map(|e| e.path()))
-            .filter(|path| path.extension().is_some_and(|ext| ext == "wasm") && path.is_file())
+            .filter_map(|entry| entry.ok())
+            .filter(|entry| !entry.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
             .collect();
         paths.sort();
         let mut failures = Vec::new();
@@ -106,25 +253,31 @@ impl PluginLoader {
                 path: path.to_path_buf(),
             })?
             .to_string();
-        let bytes = tokio::fs::read(path)
-            .await
-            .map_err(|source| LoadError::Read {
-                path: path.to_path_buf(),
-                source,
-            })?;
         let manifest_path = path.with_extension("toml");
-        let manifest = match tokio::fs::read_to_string(&manifest_path).await {
-            Ok(text) => Manifest::parse(&text).map_err(|message| LoadError::Manifest {
-                path: manifest_path.clone(),
-                message,
-            })?,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Manifest::default(),
-            Err(source) => {
-                return Err(LoadError::Read {
-                    path: manifest_path,
-                    source,
-                });
+        let (wasm, toml, limit) = (path.to_path_buf(), manifest_path.clone(), self.max_bytes);
+        let (bytes, manifest_bytes) = tokio::task::spawn_blocking(move || {
+            let bytes = read_plugin_file(&wasm, limit as u64, "plugin file", " (max_plugin_size)")?
+                .ok_or_else(|| LoadError::Read {
+                    path: wasm.clone(),
+                    source: std::io::ErrorKind::NotFound.into(),
+                })?;
+            let manifest = read_plugin_file(&toml, MAX_MANIFEST_BYTES, "manifest", "")?;
+            Ok::<_, LoadError>((bytes, manifest))
+        })
+        .await
+        .expect("plugin read task panicked")?;
+        let manifest = match manifest_bytes {
+            Some(bytes) => {
+                let text = String::from_utf8(bytes).map_err(|_| LoadError::Manifest {
+                    path: manifest_path.clone(),
+                    message: "not UTF-8 text".into(),
+                })?;
+                Manifest::parse(&text).map_err(|message| LoadError::Manifest {
+                    path: manifest_path.clone(),
+                    message,
+                })?
             }
+            None => Manifest::default(),
         };
         let policy = manifest
             .resolve(&self.defaults, &self.grants)
@@ -169,6 +322,57 @@ impl PluginLoader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_regular_files_of_bounded_size_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ok.wasm");
+        std::fs::write(&file, b"0123456789").unwrap();
+        let read = |path: &Path, limit| read_plugin_file(path, limit, "plugin file", "");
+        assert_eq!(read(&file, 10).unwrap().unwrap(), b"0123456789");
+        let error = read(&file, 9).unwrap_err().to_string();
+        assert!(error.contains("10 bytes, more than the 9 bytes"), "{error}");
+        assert!(
+            read(&dir.path().join("missing.wasm"), 10)
+                .unwrap()
+                .is_none()
+        );
+
+        let fifo = dir.path().join("fifo.wasm");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let error = read(&fifo, 10).unwrap_err().to_string();
+        assert!(error.contains("not a regular file (a FIFO)"), "{error}");
+        let link = dir.path().join("zero.wasm");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let error = read(&link, 10).unwrap_err().to_string();
+        assert!(error.contains("(a character device)"), "{error}");
+        let alias = dir.path().join("alias.wasm");
+        std::os::unix::fs::symlink(&file, &alias).unwrap();
+        assert_eq!(
+            read(&alias, 10).unwrap().unwrap().len(),
+            10,
+            "a link to a file is fine"
+        );
+    }
+
+    #[test]
+    fn a_file_open_for_writing_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("copy.wasm");
+        let mut writer = File::create(&path).unwrap();
+        std::io::Write::write_all(&mut writer, b"\0asm").unwrap();
+        let read = || read_plugin_file(&path, 100, "plugin file", "");
+        match read() {
+            Err(LoadError::BeingWritten { .. }) => {}
+            // A file system without leases cannot tell; the watcher still waits for the close.
+            Ok(_) if open_for_writing(&File::open(&path).unwrap()).is_none() => {}
+            other => panic!("{other:?}"),
+        }
+        drop(writer);
+        assert_eq!(read().unwrap().unwrap(), b"\0asm");
+    }
 
     #[test]
     fn task_type_names() {

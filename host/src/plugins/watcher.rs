@@ -9,10 +9,17 @@
 //! to it is tried again. A removed `NAME.wasm` unregisters the type; its pending tasks stay
 //! pending until a plugin for it returns.
 //!
+//! A file being written is never loaded half-way: once a component or manifest is written to
+//! in place (a `cp`, an editor's save), its type waits until the writer closes the file, however
+//! long the writer pauses, and the loader checks again that no process still has it open for
+//! writing (see [`super::loader`]). A file renamed or linked into place is complete and loads
+//! after the debounce.
+//!
 //! The `notify` crate is the ecosystem's cross-platform file watcher (inotify on Linux).
 
+use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{EventKind, RecursiveMode, Watcher as _};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +27,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::Registry;
-use super::loader::{PluginLoader, is_valid_task_type};
+use super::loader::{LoadError, PluginLoader, is_valid_task_type};
 use crate::shutdown::{Shutdown, Stage};
 use crate::store::SharedStore;
 
@@ -41,22 +48,48 @@ pub struct FolderWatcher {
 /// load and the start of the watcher's loop is missed.
 pub struct FolderWatch {
     _watcher: notify::RecommendedWatcher,
-    events: mpsc::UnboundedReceiver<PathBuf>,
+    events: mpsc::UnboundedReceiver<(Change, PathBuf)>,
+}
+
+/// What happened to a file in the plugin folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    /// Written to in place: the writer may not be done.
+    Written,
+    /// Closed after writing: the writer is done.
+    Closed,
+    /// Its metadata changed (permissions, times): says nothing about a writer.
+    Touched,
+    /// Anything else: created, renamed, removed. A new file at that name.
+    Replaced,
+}
+
+impl Change {
+    /// The change an event is, if it matters: our own reads of a file must not trigger a reload.
+    fn of(kind: &EventKind) -> Option<Change> {
+        match kind {
+            EventKind::Access(AccessKind::Close(AccessMode::Write)) => Some(Change::Closed),
+            EventKind::Access(_) => None,
+            EventKind::Modify(ModifyKind::Data(_)) => Some(Change::Written),
+            EventKind::Modify(ModifyKind::Metadata(_)) => Some(Change::Touched),
+            // Created: complete (a hard link), or about to be written (then a data change
+            // follows at once).
+            _ => Some(Change::Replaced),
+        }
+    }
 }
 
 impl FolderWatch {
     /// Starts receiving change events for `folder`.
     pub fn establish(folder: &Path) -> Result<FolderWatch, notify::Error> {
-        let (sender, events) = mpsc::unbounded_channel::<PathBuf>();
+        let (sender, events) = mpsc::unbounded_channel::<(Change, PathBuf)>();
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                // Only changes count: our own reads of a file must not trigger a reload.
-                if let Some(event) = event
-                    .ok()
-                    .filter(|e| !matches!(e.kind, EventKind::Access(_)))
+                if let Ok(event) = event
+                    && let Some(change) = Change::of(&event.kind)
                 {
                     for path in event.paths {
-                        let _ = sender.send(path);
+                        let _ = sender.send((change, path));
                     }
                 }
             })?;
@@ -88,12 +121,23 @@ impl FolderWatcher {
         tracing::info!(folder = %self.folder.display(), "watching the plugin folder for changes");
 
         let mut due: HashMap<String, Instant> = HashMap::new();
+        // Names of files written to in place and not yet closed: their types wait for the close.
+        let mut writing: HashSet<std::ffi::OsString> = HashSet::new();
         loop {
             let next = due.values().min().copied();
             tokio::select! {
                 event = events.recv() => match event {
-                    Some(path) => {
-                        if let Some(task_type) = task_type_of(&path) {
+                    Some((change, path)) => {
+                        if let (Some(task_type), Some(name)) = (task_type_of(&path), path.file_name()) {
+                            match change {
+                                Change::Written => {
+                                    writing.insert(name.to_owned());
+                                }
+                                Change::Closed | Change::Replaced => {
+                                    writing.remove(name);
+                                }
+                                Change::Touched => {}
+                            }
                             due.insert(task_type, Instant::now() + self.debounce);
                         }
                     }
@@ -104,6 +148,13 @@ impl FolderWatcher {
                     let ready: Vec<String> = due.iter().filter(|(_, at)| **at <= now).map(|(t, _)| t.clone()).collect();
                     for task_type in ready {
                         due.remove(&task_type);
+                        let being_written = ["wasm", "toml"].iter().any(|extension| {
+                            writing.contains(std::ffi::OsStr::new(&format!("{task_type}.{extension}")))
+                        });
+                        if being_written {
+                            tracing::debug!(task_type, "a plugin file is being written; it loads once closed");
+                            continue;
+                        }
                         self.sync(&task_type).await;
                     }
                 }
@@ -140,6 +191,10 @@ impl FolderWatcher {
             }
             // Removed while it was being read: that is a removal, not a broken file.
             Err(_) if !wasm.exists() => self.unregister(task_type, &wasm).await,
+            // Its writer closing it brings another event, and the load then.
+            Err(LoadError::BeingWritten { path }) => {
+                tracing::debug!(task_type, "{} is still being written", path.display());
+            }
             Err(error) => {
                 tracing::error!("{error}; the previous version (if any) keeps serving");
                 self.registry.record_error(task_type, error.to_string());
