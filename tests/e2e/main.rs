@@ -19,6 +19,7 @@ mod crash;
 mod grants;
 mod guest_limits;
 mod hot_reload;
+mod http_client;
 mod languages;
 mod long_poll;
 mod many_hosts;

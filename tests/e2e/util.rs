@@ -492,6 +492,17 @@ pub struct TestServer {
 
 impl TestServer {
     pub fn start(body: &'static str) -> TestServer {
+        TestServer::serve(body, false)
+    }
+
+    /// Like [`TestServer::start`], but closes its side of the connection right after its
+    /// answer (draining whatever still comes, so the answer is not lost to a reset): the client
+    /// may find the connection gone while it is still finishing the request body.
+    pub fn start_closing_early(body: &'static str) -> TestServer {
+        TestServer::serve(body, true)
+    }
+
+    fn serve(body: &'static str, close_early: bool) -> TestServer {
         use std::io::{Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -527,6 +538,11 @@ impl TestServer {
                     "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                     body.len()
                 );
+                if close_early {
+                    let _ = stream.shutdown(std::net::Shutdown::Write);
+                    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+                    let _ = std::io::copy(&mut stream, &mut std::io::sink());
+                }
             }
         });
         TestServer { port, requests }

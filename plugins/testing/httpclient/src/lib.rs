@@ -4,6 +4,12 @@
 //! It is a library, not a component. Each request waits on WASI pollables until the whole
 //! response has arrived; the body is read into memory. Only `http://` and `https://` URLs
 //! are accepted. The host decides whether the request is allowed at all.
+//!
+//! A server may answer before it has read the whole request body and close the connection
+//! (an error page, or a service that needs no more than the head): writing the rest of the
+//! body then fails, yet the answer is there. The client always waits for the response, and
+//! reports a body error only when no response came: a request the server answered is never
+//! turned into a failure, whose retry would repeat the effect.
 
 use std::fmt;
 use std::io::{Read, Write};
@@ -129,22 +135,34 @@ fn send(
 
     let future = outgoing_handler::handle(request, None).map_err(|e| error(e.to_string()))?;
 
+    // Why sending the body failed, if it did: reported only if no response comes.
+    let mut body_error = None;
     if let (Some(outgoing_body), Some(bytes)) = (outgoing_body, body) {
         {
             let mut stream = outgoing_body
                 .write()
                 .map_err(|()| error("request body stream already taken"))?;
-            stream
+            if let Err(e) = stream
                 .write_all(bytes)
                 .and_then(|()| Write::flush(&mut stream))
-                .map_err(|e| error(format!("writing the request body: {e}")))?;
+            {
+                body_error = Some(format!("writing the request body: {e}"));
+            }
         } // The stream must be dropped before its body is finished.
-        OutgoingBody::finish(outgoing_body, None).map_err(|e| error(e.to_string()))?;
+        if let Err(e) = OutgoingBody::finish(outgoing_body, None) {
+            body_error.get_or_insert_with(|| format!("finishing the request body: {e}"));
+        }
     }
 
     let response = loop {
         match future.get() {
-            Some(Ok(result)) => break result.map_err(|e| error(e.to_string()))?,
+            Some(Ok(Ok(response))) => break response,
+            Some(Ok(Err(e))) => {
+                return Err(error(match body_error {
+                    Some(body) => format!("{body}; and no response: {e}"),
+                    None => e.to_string(),
+                }));
+            }
             Some(Err(())) => return Err(error("response already taken")),
             None => future.subscribe().block(),
         }

@@ -8,6 +8,9 @@
 //! {"url": "http://127.0.0.1:8080/path"}
 //! ```
 //!
+//! With `"post": N`, it sends `POST url` with a body of `N` bytes (`x`, as `text/plain`)
+//! instead of `GET url`.
+//!
 //! # Result
 //!
 //! ```json
@@ -29,14 +32,24 @@ struct Httpget;
 #[serde(deny_unknown_fields)]
 struct Request {
     url: String,
+    #[serde(default)]
+    post: Option<usize>,
 }
 
 impl Handler for Httpget {
     fn handle(_task: TaskInfo, payload: String) -> Result<String, Failure> {
-        let Request { url } = json::parse_payload(&payload)?;
-        log::info(format!("GET {url}"));
-        let response = httpclient::get(&url)
-            .map_err(|err| Failure::Fail(format!("http request failed: {err}")))?;
+        let Request { url, post } = json::parse_payload(&payload)?;
+        let response = match post {
+            Some(bytes) => {
+                log::info(format!("POST {url} ({bytes} bytes)"));
+                httpclient::post(&url, "text/plain", &[], "x".repeat(bytes).as_bytes())
+            }
+            None => {
+                log::info(format!("GET {url}"));
+                httpclient::get(&url)
+            }
+        }
+        .map_err(|err| Failure::Fail(format!("http request failed: {err}")))?;
         log::info(format!("{url}: {}", response.status));
         json::to_result(&json::json!({ "status": response.status, "body": response.body }))
     }
