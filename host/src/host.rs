@@ -256,6 +256,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         wake: wake.clone(),
         leadership: leadership.clone(),
         shutdown: shutdown.clone(),
+        registry: registry.clone(),
     };
     let app = api::router(Arc::new(AppState {
         store: store.clone(),

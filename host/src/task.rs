@@ -266,6 +266,17 @@ pub fn decide(
     }
 }
 
+/// Counts a snooze as a failed attempt (a retry, with backoff) when the task already snoozed
+/// `max` times in a row: a handler that snoozes for ever cannot keep a task alive for ever.
+pub fn cap_snoozes(outcome: AttemptOutcome, in_a_row: u32, max: u32) -> AttemptOutcome {
+    match outcome {
+        AttemptOutcome::Snooze(_) if in_a_row >= max => AttemptOutcome::Retry(format!(
+            "the handler snoozed {in_a_row} times in a row, the most its type allows (max_snoozes = {max}); this snooze counts as a failed attempt"
+        )),
+        other => other,
+    }
+}
+
 /// Converts a std duration to chrono's, saturating at chrono's (very distant) limit.
 pub fn chrono_duration(duration: Duration) -> chrono::Duration {
     chrono::Duration::from_std(duration).unwrap_or(chrono::Duration::MAX)
@@ -420,6 +431,21 @@ mod tests {
             );
             assert_eq!(t.next_run_at, Some(now() + chrono::Duration::seconds(1)));
         }
+    }
+
+    #[test]
+    fn snoozes_past_the_cap_count_as_failed_attempts() {
+        let snooze = AttemptOutcome::Snooze(Duration::from_secs(5));
+        assert_eq!(cap_snoozes(snooze.clone(), 2, 3), snooze);
+        let capped = cap_snoozes(snooze, 3, 3);
+        let AttemptOutcome::Retry(reason) = &capped else {
+            panic!("{capped:?}")
+        };
+        assert!(reason.contains("snoozed 3 times in a row"), "{reason}");
+        let t = decide(0, 0, capped, &essay_backoff(), now(), 0.5);
+        assert_eq!(t.status, Status::Failed);
+        let fail = AttemptOutcome::Fail("no".into());
+        assert_eq!(cap_snoozes(fail.clone(), 99, 3), fail);
     }
 
     #[test]

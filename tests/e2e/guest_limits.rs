@@ -479,3 +479,64 @@ fn an_outcome_the_database_refuses_fails_its_task_and_others_complete() {
     let task = host.enqueue("noop", json!({"after": true}));
     host.wait_for_status(id(&task), "done", WAIT);
 }
+
+#[test]
+fn a_type_at_its_key_value_caps_gets_a_clear_error_and_others_are_unaffected() {
+    let ws = Workspace::with_plugins(&["counter"]);
+    ws.add_plugin("counter", "other_counter");
+    ws.manifest(
+        "counter",
+        "max_retry = 0\n[kv]\nmax_keys = 2\nmax_bytes = 300\n",
+    );
+    let host = ws.start(&[]);
+    let count = |task_type: &str, key: &str| {
+        let task = host.enqueue(task_type, json!({ "key": key }));
+        host.wait_final(id(&task))
+    };
+    assert_eq!(count("counter", "a")["result"]["value"], 1);
+    assert_eq!(count("counter", "b")["result"]["value"], 1);
+    assert_eq!(
+        count("counter", "a")["result"]["value"],
+        2,
+        "an existing key"
+    );
+    let third = count("counter", "c");
+    assert_eq!(third["status"], "failed", "{third:#}");
+    assert!(
+        text(&third, "last_error")
+            .contains("`kv-set` refused: task type `counter` keeps 2 keys in its key-value store, the most it may (kv.max_keys = 2)"),
+        "{third:#}"
+    );
+    // Deleting makes room; a key too long for the bytes left is refused too.
+    let deleted = host.enqueue("counter", json!({"delete": "b"}));
+    host.wait_for_status(id(&deleted), "done", WAIT);
+    let long = count("counter", &"k".repeat(400));
+    assert!(
+        text(&long, "last_error").contains("past its limit of 300 (kv.max_bytes)"),
+        "{long:#}"
+    );
+    assert_eq!(count("counter", "c")["result"]["value"], 1);
+    // Another type keeps its own store, with the host's defaults.
+    for key in ["a", "b", "c", "d"] {
+        assert_eq!(count("other_counter", key)["result"]["value"], 1);
+    }
+}
+
+#[test]
+fn a_task_that_snoozes_for_ever_runs_out_of_snoozes() {
+    let ws = Workspace::with_plugins(&["flaky"]);
+    ws.manifest(
+        "flaky",
+        "max_snoozes = 2\nmax_retry = 1\nbackoff_base = \"10ms\"\n",
+    );
+    let host = ws.start(&[]);
+    let task = host.enqueue("flaky", json!({"snooze_seconds": 0}));
+    let failed = host.wait_for_status(id(&task), "failed", WAIT);
+    let error = text(&failed, "last_error");
+    assert!(
+        error.contains("snoozed 2 times in a row, the most its type allows (max_snoozes = 2)"),
+        "{failed:#}"
+    );
+    // Two snoozes, a failed attempt, two more snoozes after the retry, and the last failure.
+    assert_eq!(failed["retry_count"], 2, "{failed:#}");
+}

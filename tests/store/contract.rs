@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use crate::Fixture;
 use spool::store::{
-    AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, StoreError, TaskFilter,
+    AttemptId, ClaimRequest, Completion, KvUsage, ProgressUpdate, RescueReport, StoreError,
+    TaskFilter,
 };
 use spool::task::{NewTask, Status, Task, TaskId, Transition};
 
@@ -906,4 +907,54 @@ pub async fn one_leader_at_a_time_with_takeover_after_expiry(fixture: &Fixture) 
         leader
     );
     other.close().await;
+}
+
+pub async fn kv_usage_effect_retention_and_snoozes_in_a_row(fixture: &Fixture) {
+    let store = &fixture.store;
+    // What a type keeps in its key-value store: keys, and bytes of keys and values (UTF-8).
+    assert_eq!(store.kv_usage("cache").await.unwrap(), KvUsage::default());
+    store.kv_set("cache", "k1", "abc").await.unwrap();
+    store.kv_set("cache", "ключ", "é").await.unwrap();
+    store.kv_set("other", "k", "zzzzzz").await.unwrap();
+    let usage = |keys, bytes| KvUsage { keys, bytes };
+    assert_eq!(store.kv_usage("cache").await.unwrap(), usage(2, 5 + 10));
+    store.kv_set("cache", "k1", "a").await.unwrap();
+    assert_eq!(store.kv_usage("cache").await.unwrap(), usage(2, 3 + 10));
+    assert!(store.kv_delete("cache", "k1").await.unwrap());
+    assert_eq!(store.kv_usage("cache").await.unwrap(), usage(1, 10));
+    assert_eq!(store.kv_usage("other").await.unwrap(), usage(1, 7));
+
+    // The effect ledger forgets a type's effects recorded before a time, and only that type's.
+    store.record_effect("mail", "m-1", 1).await.unwrap();
+    store.record_effect("sms", "s-1", 2).await.unwrap();
+    let an_hour_ago = Utc::now() - Span::hours(1);
+    assert_eq!(store.prune_effects("mail", an_hour_ago).await.unwrap(), 0);
+    assert!(store.effect_done("mail", "m-1").await.unwrap());
+    let soon = Utc::now() + Span::seconds(5);
+    assert_eq!(store.prune_effects("mail", soon).await.unwrap(), 1);
+    assert!(!store.effect_done("mail", "m-1").await.unwrap());
+    assert!(store.effect_done("sms", "s-1").await.unwrap());
+
+    // Snoozes are counted in a row; any other outcome starts the count again.
+    let id = ids_of(fixture, vec![task("a", 0, Utc::now() - Span::seconds(1))]).await[0];
+    assert_eq!(store.snoozes(id).await.unwrap(), 0);
+    let run = |outcome: fn(&Task) -> Completion| async move {
+        let claimed = store.claim(&claim(1, Utc::now())).await.unwrap();
+        assert_eq!(claimed.len(), 1, "the task is due again");
+        assert_eq!(store.complete(&[outcome(&claimed[0])]).await.unwrap(), 1);
+        store.snoozes(id).await.unwrap()
+    };
+    let snooze = |task: &Task| finished(task, "me", Status::Pending);
+    let retry = |task: &Task| {
+        let mut failed = finished(task, "me", Status::Pending);
+        failed.transition.error = Some("try again".into());
+        failed.transition.retry_count += 1;
+        failed
+    };
+    assert_eq!(run(snooze).await, 1);
+    assert_eq!(run(snooze).await, 2);
+    assert_eq!(run(retry).await, 0, "a failed attempt ends the run");
+    assert_eq!(run(snooze).await, 1);
+    assert_eq!(run(|task| done(task, "me")).await, 0);
+    assert_eq!(store.snoozes(id + 1000).await.unwrap(), 0, "unknown task");
 }

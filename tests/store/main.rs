@@ -116,6 +116,7 @@ on_every_backend!(
     counts_and_backlog_views_agree,
     listing_filters_and_pages_newest_first,
     effects_and_kv_are_per_task_type_and_durable,
+    kv_usage_effect_retention_and_snoozes_in_a_row,
     meta_keeps_the_first_value,
     one_leader_at_a_time_with_takeover_after_expiry,
 );

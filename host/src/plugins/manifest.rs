@@ -30,7 +30,16 @@
 //! max_bytes = "1MiB"     # payload bytes per attempt, all follow-ups together
 //! min_priority = -10     # a follow-up's priority is clamped into this range
 //! max_priority = 0       # (default: up to the type's own priority)
+//!
+//! [kv]                   # what the type may keep in its key-value store (host defaults)
+//! max_keys = 10000
+//! max_bytes = "64MiB"    # keys and values together
+//!
+//! [effects]
+//! retention = "30d"      # how long the effect ledger remembers a recorded effect
 //! ```
+//! `max_snoozes` (default 100) caps how many times in a row a task may snooze; the next snooze
+//! counts as a failed attempt.
 //! Every field is optional; an absent one falls back to the host's configured default. Unknown
 //! fields are errors, so a typo cannot silently leave a policy unset. Numbers must lie in the
 //! ranges [`Manifest::parse`] states (for instance `rate` from one start a day to a million a
@@ -72,6 +81,13 @@ pub const DEFAULT_ENQUEUE_TASKS: u32 = 100;
 pub const MAX_ENQUEUE_TASKS: u32 = 10_000;
 /// Default of `[enqueue] max_bytes`: follow-up payload bytes per attempt.
 pub const DEFAULT_ENQUEUE_BYTES: usize = 1 << 20;
+/// Default of `max_snoozes`: snoozes in a row before a snooze counts as a failed attempt.
+pub const DEFAULT_MAX_SNOOZES: u32 = 100;
+/// The largest `max_snoozes`.
+pub const MAX_SNOOZES: u32 = 10_000;
+/// The shortest and longest `[effects] retention`.
+pub const MIN_RETENTION: Duration = Duration::from_secs(3600);
+pub const MAX_RETENTION: Duration = Duration::from_secs(10 * 365 * 86_400);
 
 /// The manifest file as written.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -96,6 +112,25 @@ pub struct Manifest {
     pub env: BTreeMap<String, String>,
     pub http: Option<HttpGrant>,
     pub enqueue: Option<EnqueueSection>,
+    pub max_snoozes: Option<u32>,
+    pub kv: Option<KvSection>,
+    pub effects: Option<EffectsSection>,
+}
+
+/// The `[kv]` table: what the type may keep in its key-value store.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvSection {
+    pub max_keys: Option<u64>,
+    pub max_bytes: Option<ByteSize>,
+}
+
+/// The `[effects]` table: how long the effect ledger remembers the type's effects.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EffectsSection {
+    #[serde(default, with = "humantime_serde")]
+    pub retention: Option<Duration>,
 }
 
 /// The `[enqueue]` table as written: which follow-up tasks the guest may enqueue, and how many.
@@ -286,6 +321,13 @@ pub struct Policy {
     pub concurrency: Option<usize>,
     /// Most task starts per second on this host (`None`: unlimited).
     pub rate: Option<f64>,
+    /// Snoozes in a row before the next one counts as a failed attempt.
+    pub max_snoozes: u32,
+    /// What the type may keep in its key-value store: keys, and bytes of keys and values.
+    pub kv_max_keys: u64,
+    pub kv_max_bytes: u64,
+    /// How long the effect ledger remembers the type's effects.
+    pub effect_retention: Duration,
     pub capabilities: Capabilities,
 }
 
@@ -347,6 +389,25 @@ impl Manifest {
         {
             return Err(format!(
                 "rate = {rate}: use a number of tasks per second from {MIN_RATE:.8} (one a day) to {MAX_RATE}"
+            ));
+        }
+        if let Some(max) = manifest
+            .max_snoozes
+            .filter(|m| !(1..=MAX_SNOOZES).contains(m))
+        {
+            return Err(format!("max_snoozes = {max}: use 1 to {MAX_SNOOZES}"));
+        }
+        if let Some(kv) = &manifest.kv
+            && kv.max_keys == Some(0)
+        {
+            return Err("kv.max_keys = 0: use 1 or more".into());
+        }
+        if let Some(retention) = manifest.effects.as_ref().and_then(|e| e.retention)
+            && !(MIN_RETENTION..=MAX_RETENTION).contains(&retention)
+        {
+            return Err(format!(
+                "effects.retention = {}: use a duration from 1h to 10 years",
+                humantime::format_duration(retention)
             ));
         }
         if let Some(enqueue) = &manifest.enqueue {
@@ -422,6 +483,22 @@ impl Manifest {
             memory_bytes: self.memory.map(|m| m.0).unwrap_or(defaults.memory_bytes),
             concurrency: self.concurrency,
             rate: self.rate,
+            max_snoozes: self.max_snoozes.unwrap_or(DEFAULT_MAX_SNOOZES),
+            kv_max_keys: self
+                .kv
+                .as_ref()
+                .and_then(|kv| kv.max_keys)
+                .unwrap_or(defaults.kv_max_keys),
+            kv_max_bytes: self
+                .kv
+                .as_ref()
+                .and_then(|kv| kv.max_bytes)
+                .map_or(defaults.kv_max_bytes, |b| b.0 as u64),
+            effect_retention: self
+                .effects
+                .as_ref()
+                .and_then(|e| e.retention)
+                .unwrap_or(defaults.effect_retention),
             capabilities: Capabilities {
                 dirs,
                 env: self
@@ -548,6 +625,9 @@ mod tests {
                 "[enqueue]\nmin_priority = 5\nmax_priority = 1",
                 "enqueue.min_priority",
             ),
+            ("max_snoozes = 0", "max_snoozes"),
+            ("[kv]\nmax_keys = 0", "kv.max_keys"),
+            ("[effects]\nretention = \"1s\"", "effects.retention"),
         ] {
             let error = Manifest::parse(text).unwrap_err();
             assert!(error.starts_with(field), "{text}: {error}");
@@ -560,6 +640,16 @@ mod tests {
         .resolve(&Defaults::default(), &root)
         .unwrap();
         assert_eq!(edges.max_retry, 1000);
+        assert_eq!(edges.max_snoozes, DEFAULT_MAX_SNOOZES);
+        let storage = Manifest::parse(
+            "max_snoozes = 3\n[kv]\nmax_keys = 5\nmax_bytes = \"1KiB\"\n[effects]\nretention = \"2d\"\n",
+        )
+        .unwrap()
+        .resolve(&Defaults::default(), &root)
+        .unwrap();
+        assert_eq!(storage.max_snoozes, 3);
+        assert_eq!((storage.kv_max_keys, storage.kv_max_bytes), (5, 1024));
+        assert_eq!(storage.effect_retention, Duration::from_secs(2 * 86_400));
         assert_eq!(edges.backoff.max_delay, MAX_BACKOFF);
     }
 

@@ -238,6 +238,14 @@ pub struct TaskFilter {
     pub limit: usize,
 }
 
+/// What a task type keeps in its key-value store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KvUsage {
+    pub keys: u64,
+    /// Bytes of keys and values together.
+    pub bytes: u64,
+}
+
 /// Number of tasks in each state.
 #[derive(
     Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
@@ -331,6 +339,21 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes a key; true when it existed.
     async fn kv_delete(&self, task_type: &str, key: &str) -> Result<bool, StoreError>;
+
+    /// What a task type keeps in its key-value store: how many keys, and the bytes of its keys
+    /// and values together (as UTF-8).
+    async fn kv_usage(&self, task_type: &str) -> Result<KvUsage, StoreError>;
+
+    /// Forgets the effects of `task_type` recorded before `before`; returns how many.
+    async fn prune_effects(
+        &self,
+        task_type: &str,
+        before: DateTime<Utc>,
+    ) -> Result<u64, StoreError>;
+
+    /// How many attempts of a task in a row ended in a snooze (a completion that leaves it
+    /// pending without an error); 0 after any other outcome, and for an unknown task.
+    async fn snoozes(&self, id: TaskId) -> Result<u32, StoreError>;
 
     /// Returns the value stored under `name`, storing `value` first if there is none (the
     /// first host to ask decides; every later caller gets the same answer).

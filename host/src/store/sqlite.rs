@@ -29,8 +29,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::{
-    AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, StatusCounts, Store,
-    StoreError, TaskFilter,
+    AttemptId, ClaimRequest, Completion, KvUsage, ProgressUpdate, RescueReport, StatusCounts,
+    Store, StoreError, TaskFilter,
 };
 use crate::task::{Enqueued, NewTask, Status, Task, TaskId};
 
@@ -339,6 +339,7 @@ impl Store for SqliteStore {
                  plugin_version = COALESCE(c.plugin_version, async_task.plugin_version), \
                  log = c.log, \
                  finished_at = c.finished_at, \
+                 snoozes = CASE WHEN c.status = 0 AND c.error IS NULL THEN async_task.snoozes + 1 ELSE 0 END, \
                  lease_owner = NULL, lease_expires_at = NULL, \
                  updated_at = c.now \
              FROM (SELECT value ->> '$.id' AS id, value ->> '$.owner' AS owner, \
@@ -636,6 +637,43 @@ impl Store for SqliteStore {
             .execute(&self.writer)
             .await?;
         Ok(outcome.rows_affected() > 0)
+    }
+
+    async fn kv_usage(&self, task_type: &str) -> Result<KvUsage, StoreError> {
+        // Read through the writer, like kv_get: the last write must count.
+        let (keys, bytes): (i64, i64) = sqlx::query_as(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(kv_key AS BLOB)) + LENGTH(CAST(kv_value AS BLOB))), 0) \
+             FROM task_kv WHERE task_type = ?",
+        )
+        .bind(task_type)
+        .fetch_one(&self.writer)
+        .await?;
+        Ok(KvUsage {
+            keys: keys.max(0) as u64,
+            bytes: bytes.max(0) as u64,
+        })
+    }
+
+    async fn prune_effects(
+        &self,
+        task_type: &str,
+        before: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        let outcome =
+            sqlx::query("DELETE FROM effect_ledger WHERE task_type = ? AND recorded_at < ?")
+                .bind(task_type)
+                .bind(millis(before))
+                .execute(&self.writer)
+                .await?;
+        Ok(outcome.rows_affected())
+    }
+
+    async fn snoozes(&self, id: TaskId) -> Result<u32, StoreError> {
+        let row: Option<(i64,)> = sqlx::query_as("SELECT snoozes FROM async_task WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.writer)
+            .await?;
+        Ok(row.map_or(0, |(n,)| u32::try_from(n).unwrap_or(u32::MAX)))
     }
 
     async fn meta_get_or_insert(&self, name: &str, value: &str) -> Result<String, StoreError> {

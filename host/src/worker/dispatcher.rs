@@ -25,7 +25,7 @@ use crate::plugins::{Plugin, Registry};
 use crate::sandbox::{RunLimits, Sandbox, TaskInfo, TaskServices};
 use crate::shutdown::{Shutdown, Stage};
 use crate::store::{AttemptId, ClaimRequest, Completion, SharedStore, StoreError};
-use crate::task::{Task, decide};
+use crate::task::{AttemptOutcome, Task, cap_snoozes, decide};
 
 /// Under a backlog, how long to wait for more slots to free before claiming with fewer.
 const BACKLOG_GATHER: Duration = Duration::from_millis(5);
@@ -303,10 +303,18 @@ impl Dispatcher {
             }
         };
         self.estimates.record(&task.task_type, started.elapsed());
+        // A snooze past the type's `max_snoozes` in a row counts as a failed attempt.
+        let outcome = match attempt.outcome {
+            snooze @ AttemptOutcome::Snooze(_) => {
+                let in_a_row = self.store.snoozes(task.id).await.unwrap_or(0);
+                cap_snoozes(snooze, in_a_row, policy.max_snoozes)
+            }
+            other => other,
+        };
         let transition = decide(
             task.retry_count,
             task.max_retry,
-            attempt.outcome,
+            outcome,
             &policy.backoff,
             Utc::now(),
             rand::random::<f64>(),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use super::completer::{Update, UpdateSender};
+use crate::config::{DEFAULT_KV_MAX_BYTES, DEFAULT_KV_MAX_KEYS};
 use crate::enqueue::{TaskRequest, prepare};
 use crate::plugins::Registry;
 use crate::sandbox::{FollowUp, ServiceError, TaskServices};
@@ -60,6 +61,35 @@ impl TaskServices for StoreServices {
     }
 
     async fn kv_set(&self, task_type: &str, key: &str, value: &str) -> Result<(), ServiceError> {
+        // The type's caps: checked before the write, against what the store holds now.
+        // Attempts writing new keys at the same moment may pass a cap by one value each.
+        let (max_keys, max_bytes) = self
+            .registry
+            .get(task_type)
+            .map_or((DEFAULT_KV_MAX_KEYS, DEFAULT_KV_MAX_BYTES), |plugin| {
+                (plugin.policy.kv_max_keys, plugin.policy.kv_max_bytes)
+            });
+        let usage = self.store.kv_usage(task_type).await.map_err(unavailable)?;
+        let old = self
+            .store
+            .kv_get(task_type, key)
+            .await
+            .map_err(unavailable)?
+            .map(|old| (key.len() + old.len()) as u64);
+        let keys = usage.keys + u64::from(old.is_none());
+        let bytes =
+            (usage.bytes - old.unwrap_or(0).min(usage.bytes)) + (key.len() + value.len()) as u64;
+        if keys > max_keys {
+            return Err(ServiceError::Refused(format!(
+                "task type `{task_type}` keeps {} keys in its key-value store, the most it may (kv.max_keys = {max_keys}); delete keys first, or raise the limit in its manifest",
+                usage.keys
+            )));
+        }
+        if bytes > max_bytes && bytes > usage.bytes {
+            return Err(ServiceError::Refused(format!(
+                "this value would take task type `{task_type}`'s key-value store to {bytes} bytes, past its limit of {max_bytes} (kv.max_bytes); delete keys first, or raise the limit in its manifest"
+            )));
+        }
         self.store
             .kv_set(task_type, key, value)
             .await

@@ -350,6 +350,43 @@ impl Store for MySqlStore {
         self.delete_kv(task_type, key).await
     }
 
+    async fn kv_usage(&self, task_type: &str) -> Result<super::KvUsage, StoreError> {
+        // LENGTH counts bytes; the key is VARBINARY, the value utf8mb4 text.
+        let (keys, bytes): (i64, i64) = sqlx::query_as(
+            "SELECT COUNT(*), CAST(COALESCE(SUM(LENGTH(kv_key) + LENGTH(kv_value)), 0) AS SIGNED) \
+             FROM task_kv WHERE task_type = ?",
+        )
+        .bind(task_type)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(super::KvUsage {
+            keys: keys.max(0) as u64,
+            bytes: bytes.max(0) as u64,
+        })
+    }
+
+    async fn prune_effects(
+        &self,
+        task_type: &str,
+        before: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        let outcome =
+            sqlx::query("DELETE FROM effect_ledger WHERE task_type = ? AND recorded_at < ?")
+                .bind(task_type)
+                .bind(rows::millis(before))
+                .execute(&self.pool)
+                .await?;
+        Ok(outcome.rows_affected())
+    }
+
+    async fn snoozes(&self, id: TaskId) -> Result<u32, StoreError> {
+        let row: Option<(u32,)> = sqlx::query_as("SELECT snoozes FROM async_task WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map_or(0, |(n,)| n))
+    }
+
     async fn meta_get_or_insert(&self, name: &str, value: &str) -> Result<String, StoreError> {
         self.first_meta_value(name, value).await
     }

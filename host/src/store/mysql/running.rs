@@ -64,6 +64,7 @@ impl MySqlStore {
                      t.plugin_version = COALESCE(c.c_plugin_version, t.plugin_version), \
                      t.log = c.c_log, \
                      t.finished_at = c.c_finished_at, \
+                     t.snoozes = CASE WHEN c.c_status = 0 AND c.c_error IS NULL THEN t.snoozes + 1 ELSE 0 END, \
                      t.lease_owner = NULL, t.lease_expires_at = NULL, \
                      t.updated_at = c.c_now \
                  WHERE t.status = 1 AND t.lease_owner = c.c_owner AND t.attempts = c.c_attempt",

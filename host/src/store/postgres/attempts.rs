@@ -28,6 +28,7 @@ const COMPLETE: &str = "UPDATE async_task SET \
          plugin_version = COALESCE(c.plugin_version, async_task.plugin_version), \
          log = c.log, \
          finished_at = c.finished_at, \
+         snoozes = CASE WHEN c.status = 0 AND c.error IS NULL THEN async_task.snoozes + 1 ELSE 0 END, \
          lease_owner = NULL, lease_expires_at = NULL, \
          updated_at = c.now \
      FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::smallint[], $5::bigint[], $6::bigint[], \

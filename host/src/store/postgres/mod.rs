@@ -379,6 +379,42 @@ impl Store for PgStore {
         Ok(outcome.rows_affected() > 0)
     }
 
+    async fn kv_usage(&self, task_type: &str) -> Result<super::KvUsage, StoreError> {
+        let (keys, bytes): (i64, i64) = sqlx::query_as(
+            "SELECT COUNT(*), COALESCE(SUM(octet_length(kv_key) + octet_length(kv_value)), 0)::BIGINT \
+             FROM task_kv WHERE task_type = $1",
+        )
+        .bind(task_type)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(super::KvUsage {
+            keys: keys.max(0) as u64,
+            bytes: bytes.max(0) as u64,
+        })
+    }
+
+    async fn prune_effects(
+        &self,
+        task_type: &str,
+        before: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        let outcome =
+            sqlx::query("DELETE FROM effect_ledger WHERE task_type = $1 AND recorded_at < $2")
+                .bind(task_type)
+                .bind(millis(before))
+                .execute(&self.pool)
+                .await?;
+        Ok(outcome.rows_affected())
+    }
+
+    async fn snoozes(&self, id: TaskId) -> Result<u32, StoreError> {
+        let row: Option<(i32,)> = sqlx::query_as("SELECT snoozes FROM async_task WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map_or(0, |(n,)| u32::try_from(n).unwrap_or(0)))
+    }
+
     async fn meta_get_or_insert(&self, name: &str, value: &str) -> Result<String, StoreError> {
         // Two statements, not one: an INSERT that found a concurrent host's row (it waits for
         // that transaction, then does nothing) cannot read the row in its own snapshot; the
