@@ -166,7 +166,11 @@ fn a_copy_still_being_written_never_loads_truncated() {
     file.write_all(&program).unwrap();
     file.flush().unwrap();
     let seen = versions_during(&host, "work", Duration::from_millis(800));
-    assert_eq!(seen, std::slice::from_ref(&old), "only the old version served meanwhile");
+    assert_eq!(
+        seen,
+        std::slice::from_ref(&old),
+        "only the old version served meanwhile"
+    );
     file.write_all(&padding).unwrap();
     drop(file);
     eventually(WAIT, "the whole copy to load", || {
