@@ -9,6 +9,7 @@
 //! [`Store::claim`] returns up to `limit` rows from one statement, and [`Store::complete`]
 //! commits many finished attempts in one transaction.
 
+pub mod encoding;
 pub mod mysql;
 pub mod postgres;
 pub mod sqlite;

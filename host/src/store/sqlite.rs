@@ -40,8 +40,6 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 const READ_CONNECTIONS: u32 = 4;
 /// Rows per multi-row INSERT; 8 bound values a row stays far below SQLite's variable limit.
 const INSERT_CHUNK: usize = 500;
-/// The message a rescued attempt records.
-const LEASE_EXPIRED: &str = "lease expired: the host running this attempt stopped (crashed or was killed) before it finished";
 
 /// A task store in one SQLite file.
 pub struct SqliteStore {
@@ -75,44 +73,10 @@ impl SqliteStore {
     }
 }
 
-/// Status codes stored in the `status` column (the essay's TINYINT).
-fn status_code(status: Status) -> i64 {
-    match status {
-        Status::Pending => 0,
-        Status::Running => 1,
-        Status::Done => 2,
-        Status::Failed => 3,
-        Status::Cancelled => 4,
-    }
-}
-
-/// The status codes satisfying a state-machine rule, as an SQL list: `(3, 4)`. The rules live
-/// in [`Status`]; the store only translates them.
-fn codes_where(rule: fn(Status) -> bool) -> String {
-    let codes: Vec<String> = Status::ALL
-        .into_iter()
-        .filter(|s| rule(*s))
-        .map(|s| status_code(s).to_string())
-        .collect();
-    format!("({})", codes.join(", "))
-}
-
-fn status_from_code(code: i64) -> Option<Status> {
-    Status::ALL
-        .into_iter()
-        .find(|status| status_code(*status) == code)
-}
-
-fn millis(time: DateTime<Utc>) -> i64 {
-    time.timestamp_millis()
-}
-
-fn time_from_millis(id: TaskId, ms: i64) -> Result<DateTime<Utc>, StoreError> {
-    DateTime::from_timestamp_millis(ms).ok_or_else(|| StoreError::Corrupt {
-        id,
-        reason: format!("timestamp {ms} is out of range"),
-    })
-}
+use super::encoding::{
+    LEASE_EXPIRED, millis, sql_codes_where as codes_where, status_code, status_from_code,
+    time_from_millis,
+};
 
 /// A row of `async_task` as SQLite returns it.
 #[derive(sqlx::FromRow)]
@@ -759,22 +723,5 @@ impl SqliteStore {
                 allowed,
             }),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    //! The store's behaviour is proven by the shared suite in tests/store/, run against every
-    //! backend; what is tested here is private to SQLite.
-    use super::*;
-
-    #[test]
-    fn status_codes_round_trip() {
-        for status in Status::ALL {
-            assert_eq!(status_from_code(status_code(status)), Some(status));
-        }
-        assert_eq!(status_from_code(9), None);
-        assert_eq!(codes_where(Status::can_retry), "(3, 4)");
-        assert_eq!(codes_where(Status::can_cancel), "(0, 1)");
     }
 }

@@ -2,7 +2,6 @@
 //! query selects, status codes, millisecond times, and the per-row decoding that lets a claim
 //! set one unreadable row aside instead of failing the whole batch.
 
-use chrono::{DateTime, Utc};
 use sqlx::error::BoxDynError;
 use sqlx::mysql::{MySqlRow, MySqlTypeInfo, MySqlValueRef};
 use sqlx::{Decode, FromRow, MySql, Row, Type};
@@ -19,43 +18,15 @@ pub const TASK_COLUMNS: &str = "t.id, t.task_type, CAST(t.payload AS CHAR) AS pa
      t.lease_expires_at, t.attempted_at, t.finished_at, t.last_error, t.result, t.progress, \
      t.progress_note, t.plugin_version, t.log, t.created_at, t.updated_at";
 
-/// Status codes stored in the `status` column (the essay's TINYINT), as on every backend.
+pub use super::super::encoding::{millis, sql_codes_where as codes_where, time_from_millis};
+
+/// The code stored in the `status` column (TINYINT), as on every backend.
 pub fn status_code(status: Status) -> i8 {
-    match status {
-        Status::Pending => 0,
-        Status::Running => 1,
-        Status::Done => 2,
-        Status::Failed => 3,
-        Status::Cancelled => 4,
-    }
+    super::super::encoding::status_code(status) as i8
 }
 
 pub fn status_from_code(code: i8) -> Option<Status> {
-    Status::ALL
-        .into_iter()
-        .find(|status| status_code(*status) == code)
-}
-
-/// The status codes satisfying a state-machine rule, as an SQL list: `(3, 4)`. The rules live
-/// in [`Status`]; the store only translates them.
-pub fn codes_where(rule: fn(Status) -> bool) -> String {
-    let codes: Vec<String> = Status::ALL
-        .into_iter()
-        .filter(|s| rule(*s))
-        .map(|s| status_code(s).to_string())
-        .collect();
-    format!("({})", codes.join(", "))
-}
-
-pub fn millis(time: DateTime<Utc>) -> i64 {
-    time.timestamp_millis()
-}
-
-pub fn time_from_millis(id: TaskId, ms: i64) -> Result<DateTime<Utc>, StoreError> {
-    DateTime::from_timestamp_millis(ms).ok_or_else(|| StoreError::Corrupt {
-        id,
-        reason: format!("timestamp {ms} is out of range"),
-    })
+    super::super::encoding::status_from_code(code.into())
 }
 
 /// Text from a column with a binary collation (`utf8mb4_bin`, every text column here).

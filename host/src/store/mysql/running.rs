@@ -18,8 +18,7 @@ use super::MySqlStore;
 use super::rows::{millis, status_code};
 use crate::store::{AttemptId, Completion, ProgressUpdate, RescueReport, StoreError};
 
-/// The message a rescued attempt records (the same on every backend).
-const LEASE_EXPIRED: &str = "lease expired: the host running this attempt stopped (crashed or was killed) before it finished";
+use super::super::encoding::LEASE_EXPIRED;
 
 /// Attempts as a JSON table: `[{"task": id, "attempt": n}, …]` (the serde form of [`AttemptId`]).
 const ATTEMPTS_TABLE: &str = "JSON_TABLE(?, '$[*]' COLUMNS (c_id BIGINT PATH '$.task', c_attempt BIGINT PATH '$.attempt')) AS c \

@@ -15,8 +15,7 @@ use super::rows::{millis, status_code, storable};
 use crate::store::{AttemptId, Completion, ProgressUpdate, RescueReport, StoreError};
 use crate::task::Status;
 
-/// The message a rescued attempt records.
-const LEASE_EXPIRED: &str = "lease expired: the host running this attempt stopped (crashed or was killed) before it finished";
+use super::super::encoding::LEASE_EXPIRED;
 
 /// Parameters: one array per field, `c(...)` below.
 const COMPLETE: &str = "UPDATE async_task SET \

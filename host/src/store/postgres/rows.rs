@@ -1,11 +1,10 @@
 //! Rows of `async_task` as PostgreSQL returns them, and the translation between the database's
 //! representation (status codes, Unix milliseconds, BIGINT counters) and the task model.
 
-use chrono::{DateTime, Utc};
 use std::borrow::Cow;
 
 use crate::store::StoreError;
-use crate::task::{Status, Task, TaskId};
+use crate::task::{Status, Task};
 
 /// The columns every statement returning tasks selects, in [`TaskRow`]'s shape. `payload` is a
 /// `json` column and comes back as its text.
@@ -19,30 +18,23 @@ macro_rules! task_columns {
 }
 pub(super) use task_columns;
 
+pub(super) use super::super::encoding::{millis, time_from_millis};
+
 /// The code stored in the `status` column (SMALLINT; the same codes on every backend).
 pub(super) fn status_code(status: Status) -> i16 {
-    match status {
-        Status::Pending => 0,
-        Status::Running => 1,
-        Status::Done => 2,
-        Status::Failed => 3,
-        Status::Cancelled => 4,
-    }
+    super::super::encoding::status_code(status) as i16
 }
 
 pub(super) fn status_from_code(code: i16) -> Option<Status> {
-    Status::ALL
-        .into_iter()
-        .find(|status| status_code(*status) == code)
+    super::super::encoding::status_from_code(code.into())
 }
 
 /// The codes of the states satisfying a state-machine rule (e.g. [`Status::can_retry`]), bound
-/// as a `smallint[]`: the rules live in [`Status`]; the store only translates them.
+/// as a `smallint[]`.
 pub(super) fn codes_where(rule: fn(Status) -> bool) -> Vec<i16> {
-    Status::ALL
+    super::super::encoding::codes_where(rule)
         .into_iter()
-        .filter(|s| rule(*s))
-        .map(status_code)
+        .map(|c| c as i16)
         .collect()
 }
 
@@ -56,18 +48,6 @@ pub(super) fn storable(text: &str) -> Cow<'_, str> {
     } else {
         Cow::Borrowed(text)
     }
-}
-
-/// A time as stored: Unix milliseconds, UTC.
-pub(super) fn millis(time: DateTime<Utc>) -> i64 {
-    time.timestamp_millis()
-}
-
-fn time_from_millis(id: TaskId, ms: i64) -> Result<DateTime<Utc>, StoreError> {
-    DateTime::from_timestamp_millis(ms).ok_or_else(|| StoreError::Corrupt {
-        id,
-        reason: format!("timestamp {ms} is out of range"),
-    })
 }
 
 /// A row of `async_task`, selected with [`task_columns!`].
