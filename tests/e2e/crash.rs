@@ -40,15 +40,14 @@ fn task_of_a_killed_host_completes_after_restart() {
 fn queued_tasks_survive_a_kill() {
     let ws = Workspace::with_plugins(&["noop"]);
     let mut host = ws.start(&[]);
-    let ids: Vec<i64> =
-        (0..10)
-            .map(|i| {
-                host.enqueue_with(json!({"task_type": "noop", "payload": {"i": i}, "delay": "2s"}))
+    let ids: Vec<i64> = (0..10)
+        .map(|i| {
+            host.enqueue_with(json!({"task_type": "noop", "payload": {"i": i}, "delay": "2s"}))
                     ["id"]
                     .as_i64()
                     .unwrap()
-            })
-            .collect();
+        })
+        .collect();
     host.kill();
     let host = ws.start(&[]);
     for id in ids {
