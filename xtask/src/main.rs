@@ -15,19 +15,23 @@
 //!   leaves them running and writes their URLs to `target/test-databases/urls.env`; stopping and
 //!   starting one server keeps its data and port, so its URL stays valid across an outage.
 //! - `bench`: builds the plugins, then runs the throughput benchmark in release mode
-//!   (`bench --languages`: the per-language handler benchmark).
+//!   (`bench --languages`: the per-language handler benchmark). `bench --database URL` runs it
+//!   on a PostgreSQL or MySQL/MariaDB server; `--database postgres` or `mariadb` on a
+//!   throw-away server started for the run.
 //!
 //! # Layout
 //!
 //! - `plugins.rs`: the wasm targets and the guest plugin build.
 //! - `demo.rs`: the demo host and its sample tasks.
 //! - `apt.rs`: Debian packages, installed when missing.
+//! - `bench.rs`: the benchmarks, and the throw-away server of `bench --database postgres`.
 //! - `databases.rs`: the test database servers as a whole: where each lives, its port and URL,
 //!   start, stop, the `db` command and the servers of a `cargo xtask test` run.
 //! - `postgres.rs`, `mariadb.rs`: what differs between the two engines.
 //! - `process.rs`: finding, signalling and waiting for server processes; free ports.
 
 mod apt;
+mod bench;
 mod databases;
 mod demo;
 mod mariadb;
@@ -45,7 +49,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   test [cargo test args]
   db start [postgres|mariadb] [--fresh] [--instance NAME]
   db stop [postgres|mariadb] [--instance NAME] [--remove]
-  bench [--languages] [bench args]";
+  bench [--languages] [--database URL|postgres|mariadb] [bench args]";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -55,7 +59,7 @@ fn main() -> Result<()> {
         Some("demo") => demo::demo(&root, args[1..].iter().any(|a| a == "--exit")),
         Some("test") => test(&root, &args[1..]),
         Some("db") => databases::command(&root, &args[1..]),
-        Some("bench") => bench(&root, &args[1..]),
+        Some("bench") => bench::bench(&root, &args[1..]),
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);
@@ -127,21 +131,4 @@ fn hygiene(root: &Path) -> Result<()> {
         "warnings",
     ]))
     .context("clippy found problems: fix them (the messages are above)")
-}
-
-/// `cargo xtask bench` runs the throughput benchmark; `cargo xtask bench --languages` runs the
-/// per-language handler benchmark instead (it builds every language's example).
-fn bench(root: &Path, extra: &[String]) -> Result<()> {
-    plugins::build_plugins(root)?;
-    let languages = extra.iter().any(|a| a == "--languages");
-    let rest: Vec<&String> = extra.iter().filter(|a| *a != "--languages").collect();
-    if languages {
-        apt::ensure_c_toolchain()?;
-    }
-    let bench = if languages { "languages" } else { "throughput" };
-    run(cargo()
-        .current_dir(root)
-        .args(["bench", "-p", "spool", "--bench", bench, "--"])
-        .args(rest)
-        .env("SPOOL_TOOLS_DIR", root.join("target/tools")))
 }
