@@ -44,6 +44,24 @@ pub fn sql_codes_where(rule: fn(Status) -> bool) -> String {
     format!("({})", codes.join(", "))
 }
 
+/// Counts per state from `SELECT status, COUNT(*) … GROUP BY status` rows; unknown codes are
+/// left out.
+pub fn counts_from_codes(rows: impl IntoIterator<Item = (i64, i64)>) -> super::StatusCounts {
+    let mut counts = super::StatusCounts::default();
+    for (code, count) in rows {
+        let count = u64::try_from(count).unwrap_or(0);
+        match status_from_code(code) {
+            Some(Status::Pending) => counts.pending = count,
+            Some(Status::Running) => counts.running = count,
+            Some(Status::Done) => counts.done = count,
+            Some(Status::Failed) => counts.failed = count,
+            Some(Status::Cancelled) => counts.cancelled = count,
+            None => {}
+        }
+    }
+    counts
+}
+
 /// A time as stored: Unix milliseconds, UTC.
 pub fn millis(time: DateTime<Utc>) -> i64 {
     time.timestamp_millis()
@@ -70,6 +88,21 @@ mod tests {
         assert_eq!(codes_where(Status::can_retry), [3, 4]);
         assert_eq!(sql_codes_where(Status::can_retry), "(3, 4)");
         assert_eq!(sql_codes_where(Status::can_cancel), "(0, 1)");
+    }
+
+    #[test]
+    fn counts_map_codes_to_states() {
+        let counts = counts_from_codes([(0, 5), (2, 7), (3, 1), (9, 4)]);
+        assert_eq!(
+            (
+                counts.pending,
+                counts.running,
+                counts.done,
+                counts.failed,
+                counts.cancelled
+            ),
+            (5, 0, 7, 1, 0)
+        );
     }
 
     #[test]

@@ -484,19 +484,7 @@ impl Store for SqliteStore {
             sqlx::query_as("SELECT status, COUNT(*) FROM async_task GROUP BY status")
                 .fetch_all(&self.reader)
                 .await?;
-        let mut counts = StatusCounts::default();
-        for (code, count) in rows {
-            let count = count as u64;
-            match status_from_code(code) {
-                Some(Status::Pending) => counts.pending = count,
-                Some(Status::Running) => counts.running = count,
-                Some(Status::Done) => counts.done = count,
-                Some(Status::Failed) => counts.failed = count,
-                Some(Status::Cancelled) => counts.cancelled = count,
-                None => {}
-            }
-        }
-        Ok(counts)
+        Ok(super::encoding::counts_from_codes(rows))
     }
 
     async fn pending_by_type(&self) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {

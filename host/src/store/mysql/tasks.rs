@@ -7,7 +7,7 @@ use sqlx::{MySql, QueryBuilder};
 use std::collections::BTreeMap;
 
 use super::MySqlStore;
-use super::rows::{self, TASK_COLUMNS, Text, codes_where, millis, status_code, status_from_code};
+use super::rows::{self, TASK_COLUMNS, Text, codes_where, millis, status_code};
 use crate::store::{StatusCounts, StoreError, TaskFilter};
 use crate::task::{Status, Task, TaskId};
 
@@ -120,19 +120,11 @@ impl MySqlStore {
             sqlx::query_as("SELECT status, COUNT(*) FROM async_task GROUP BY status")
                 .fetch_all(&self.pool)
                 .await?;
-        let mut counts = StatusCounts::default();
-        for (code, count) in found {
-            let count = count as u64;
-            match status_from_code(code) {
-                Some(Status::Pending) => counts.pending = count,
-                Some(Status::Running) => counts.running = count,
-                Some(Status::Done) => counts.done = count,
-                Some(Status::Failed) => counts.failed = count,
-                Some(Status::Cancelled) => counts.cancelled = count,
-                None => {}
-            }
-        }
-        Ok(counts)
+        Ok(super::super::encoding::counts_from_codes(
+            found
+                .into_iter()
+                .map(|(code, count)| (i64::from(code), count)),
+        ))
     }
 
     pub(super) async fn pending_per_type(&self) -> Result<BTreeMap<String, u64>, StoreError> {

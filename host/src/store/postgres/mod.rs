@@ -48,9 +48,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use self::rows::{
-    TaskRow, codes_where, into_tasks, millis, status_code, status_from_code, task_columns,
-};
+use self::rows::{TaskRow, codes_where, into_tasks, millis, status_code, task_columns};
 use super::{
     AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, SharedStore, StatusCounts,
     Store, StoreError, TaskFilter,
@@ -268,19 +266,10 @@ impl Store for PgStore {
             sqlx::query_as("SELECT status, COUNT(*) FROM async_task GROUP BY status")
                 .fetch_all(&self.pool)
                 .await?;
-        let mut counts = StatusCounts::default();
-        for (code, count) in rows {
-            let count = count as u64;
-            match status_from_code(code) {
-                Some(Status::Pending) => counts.pending = count,
-                Some(Status::Running) => counts.running = count,
-                Some(Status::Done) => counts.done = count,
-                Some(Status::Failed) => counts.failed = count,
-                Some(Status::Cancelled) => counts.cancelled = count,
-                None => {}
-            }
-        }
-        Ok(counts)
+        Ok(super::encoding::counts_from_codes(
+            rows.into_iter()
+                .map(|(code, count)| (i64::from(code), count)),
+        ))
     }
 
     async fn pending_by_type(&self) -> Result<BTreeMap<String, u64>, StoreError> {
