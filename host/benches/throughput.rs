@@ -214,6 +214,7 @@ async fn raw_baseline(server: &Server, n: usize, batch: usize) -> f64 {
     }
     let rate = n as f64 / started.elapsed().as_secs_f64();
     store.close().await;
+    drop(store);
     fresh.remove().await;
     rate
 }

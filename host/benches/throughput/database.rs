@@ -148,8 +148,14 @@ impl Server {
 
     /// Runs one statement on the server's own database, on a connection of its own.
     async fn execute(&self, statement: &str) {
+        if let Err(error) = self.try_execute(statement).await {
+            panic!("`{statement}` failed: {error}");
+        }
+    }
+
+    async fn try_execute(&self, statement: &str) -> Result<(), String> {
         let result = match self {
-            Server::Sqlite => return,
+            Server::Sqlite => return Ok(()),
             Server::Postgres(url) => {
                 let mut connection = sqlx::PgConnection::connect(url)
                     .await
@@ -167,9 +173,7 @@ impl Server {
                 result.map(drop)
             }
         };
-        if let Err(error) = result {
-            panic!("`{statement}` failed: {error}");
-        }
+        result.map_err(|error| error.to_string())
     }
 }
 
@@ -213,18 +217,35 @@ impl Fresh {
         result.unwrap_or_else(|e| panic!("`{statement}` failed: {e}"));
     }
 
-    /// Drops the measurement's database (its hosts and stores must be closed).
+    /// Drops the measurement's database (its hosts and stores must be closed). On PostgreSQL a
+    /// session of a closed pool can outlive `close()` until the pool is dropped, and only a
+    /// superuser may end every session at once (`WITH (FORCE)` also ends autovacuum workers), so
+    /// the benchmark ends its own sessions first and the drop waits for autovacuum, which it
+    /// stops.
     pub async fn remove(self) {
-        if let Some(name) = &self.created {
-            let force = if self.server.notifies() {
-                " WITH (FORCE)"
-            } else {
-                ""
-            };
+        let Some(name) = &self.created else {
+            return;
+        };
+        if self.server.notifies() {
             self.server
-                .execute(&format!("DROP DATABASE IF EXISTS {name}{force}"))
+                .execute(&format!(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                     WHERE datname = '{name}' AND usename = current_user \
+                       AND pid <> pg_backend_pid()"
+                ))
                 .await;
         }
+        let statement = format!("DROP DATABASE IF EXISTS {name}");
+        for _ in 0..60 {
+            match self.server.try_execute(&statement).await {
+                Ok(()) => return,
+                Err(error) if error.contains("is being accessed by other users") => {
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                }
+                Err(error) => panic!("`{statement}` failed: {error}"),
+            }
+        }
+        panic!("`{statement}` failed: the database stayed in use for 30 s");
     }
 }
 
