@@ -1,0 +1,180 @@
+//! [`Stats`] on MySQL and MariaDB: the backlog and finished-task reads, and the `spool_stats`
+//! history. Reads name their index (`FORCE INDEX`): the listing index `(status, task_type, id)`
+//! covers the backlog counts, the finished index an interval's finished tasks.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::{MySql, QueryBuilder};
+use std::collections::BTreeMap;
+
+use super::MySqlStore;
+use super::rows::{Text, millis};
+use crate::store::StoreError;
+use crate::store::stats::{
+    Backlog, Finished, POINT_COLUMNS, Stats, StatsPoint, Tier, backlog_from_rows,
+    finished_from_rows, point_from_columns, stored,
+};
+
+/// A `spool_stats` row as selected by [`POINT_COLUMNS`].
+type PointRow = (
+    Text,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    Option<i64>,
+);
+
+fn point(row: PointRow) -> Result<StatsPoint, StoreError> {
+    let (
+        task_type,
+        at,
+        span,
+        pending,
+        running,
+        failed,
+        oldest,
+        done,
+        fail,
+        cancel,
+        timed,
+        p50,
+        p95,
+    ) = row;
+    point_from_columns(
+        task_type.0,
+        at,
+        span,
+        [pending, running, failed],
+        oldest,
+        [done, fail, cancel],
+        timed,
+        p50,
+        p95,
+    )
+}
+
+#[async_trait]
+impl Stats for MySqlStore {
+    async fn backlog(&self, now: DateTime<Utc>) -> Result<BTreeMap<String, Backlog>, StoreError> {
+        let rows: Vec<(i8, Text, i64)> = sqlx::query_as(
+            "SELECT status, task_type, COUNT(*) FROM async_task FORCE INDEX (async_task_listing) \
+             WHERE status IN (0, 1, 3) GROUP BY status, task_type",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut backlog =
+            backlog_from_rows(rows.into_iter().map(|(s, t, n)| (i64::from(s), t.0, n)));
+        for (task_type, entry) in backlog.iter_mut().filter(|(_, b)| b.pending > 0) {
+            let due: Option<(i64,)> = sqlx::query_as(
+                "SELECT next_run_at FROM async_task FORCE INDEX (async_task_listing) \
+                 WHERE status = 0 AND task_type = ? AND next_run_at <= ? ORDER BY id LIMIT 1",
+            )
+            .bind(task_type)
+            .bind(millis(now))
+            .fetch_optional(&self.pool)
+            .await?;
+            entry.oldest_due = due.and_then(|(ms,)| DateTime::from_timestamp_millis(ms));
+        }
+        Ok(backlog)
+    }
+
+    async fn finished_between(
+        &self,
+        after: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<BTreeMap<String, Finished>, StoreError> {
+        let rows: Vec<(Text, i8, Option<i64>)> = sqlx::query_as(
+            "SELECT task_type, status, finished_at - attempted_at \
+             FROM async_task FORCE INDEX (async_task_finished) \
+             WHERE finished_at > ? AND finished_at <= ?",
+        )
+        .bind(millis(after))
+        .bind(millis(until))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(finished_from_rows(
+            rows.into_iter().map(|(t, s, ms)| (t.0, i64::from(s), ms)),
+        ))
+    }
+
+    async fn write_stats(&self, tier: Tier, points: &[StatsPoint]) -> Result<(), StoreError> {
+        if points.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        for chunk in points.chunks(1000) {
+            let mut insert = QueryBuilder::<MySql>::new(format!(
+                "REPLACE INTO spool_stats (tier, {POINT_COLUMNS}) "
+            ));
+            insert.push_values(chunk, |mut row, p| {
+                row.push_bind(tier.code() as i8)
+                    .push_bind(&p.task_type)
+                    .push_bind(millis(p.at))
+                    .push_bind(stored(p.span_ms))
+                    .push_bind(stored(p.pending))
+                    .push_bind(stored(p.running))
+                    .push_bind(stored(p.failed))
+                    .push_bind(p.oldest_pending_ms.map(stored))
+                    .push_bind(stored(p.finished_done))
+                    .push_bind(stored(p.finished_failed))
+                    .push_bind(stored(p.finished_cancelled))
+                    .push_bind(stored(p.attempts_timed))
+                    .push_bind(p.attempt_p50_ms.map(stored))
+                    .push_bind(p.attempt_p95_ms.map(stored));
+            });
+            insert.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn read_stats(
+        &self,
+        tier: Tier,
+        after: DateTime<Utc>,
+        until: DateTime<Utc>,
+        task_type: Option<&str>,
+    ) -> Result<Vec<StatsPoint>, StoreError> {
+        let mut query = QueryBuilder::<MySql>::new(format!(
+            "SELECT {POINT_COLUMNS} FROM spool_stats WHERE tier = "
+        ));
+        query
+            .push_bind(tier.code() as i8)
+            .push(" AND at > ")
+            .push_bind(millis(after))
+            .push(" AND at <= ")
+            .push_bind(millis(until));
+        if let Some(task_type) = task_type {
+            query.push(" AND task_type = ").push_bind(task_type);
+        }
+        query.push(" ORDER BY at, task_type");
+        let rows: Vec<PointRow> = query.build_query_as().fetch_all(&self.pool).await?;
+        rows.into_iter().map(point).collect()
+    }
+
+    async fn latest_stats(&self, tier: Tier) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let (at,): (Option<i64>,) =
+            sqlx::query_as("SELECT MAX(at) FROM spool_stats WHERE tier = ?")
+                .bind(tier.code() as i8)
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(at.and_then(DateTime::from_timestamp_millis))
+    }
+
+    async fn prune_stats(&self, tier: Tier, before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let outcome = sqlx::query("DELETE FROM spool_stats WHERE tier = ? AND at < ?")
+            .bind(tier.code() as i8)
+            .bind(millis(before))
+            .execute(&self.pool)
+            .await?;
+        Ok(outcome.rows_affected())
+    }
+}

@@ -1,0 +1,264 @@
+//! Queue statistics: what the sampler reads from the task table (the backlog per type, the
+//! tasks that finished in an interval) and the history it keeps in `spool_stats`, so the
+//! backlog curve survives restarts and covers every host sharing the database.
+//!
+//! Reads of the task table stay cheap on a big table: the backlog is one `GROUP BY` over the
+//! listing index `(status, task_type, id)` for the pending, running and failed rows (an
+//! index-only range scan), plus one index seek per type with pending tasks for the oldest due
+//! one; the finished tasks of an interval come from the finished index on `finished_at`
+//! (`async_task_finished`, partial where the database allows it), so an interval costs the rows
+//! that finished in it, not the table.
+//!
+//! `spool_stats` holds one row per (tier, time, task type): [`Tier::Samples`] every sampling
+//! interval, [`Tier::Minutes`] rolled up from them; its primary key serves every read and prune.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
+
+use super::StoreError;
+
+/// The resolution of stored points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tier {
+    /// One point per sampling interval (`stats_interval`, 10 s by default).
+    Samples,
+    /// One point per minute, rolled up from the samples.
+    Minutes,
+}
+
+impl Tier {
+    /// The code in the `tier` column.
+    pub fn code(self) -> i64 {
+        match self {
+            Tier::Samples => 0,
+            Tier::Minutes => 1,
+        }
+    }
+}
+
+/// The backlog of one task type at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// Pending tasks, scheduled ones included.
+    pub pending: u64,
+    pub running: u64,
+    /// Dead letters.
+    pub failed: u64,
+    /// When the earliest-enqueued due pending task (the lowest id among those due) became
+    /// due; absent when none is due. Its age is how long the head of the queue has waited.
+    pub oldest_due: Option<DateTime<Utc>>,
+}
+
+/// What finished in an interval, for one task type.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Finished {
+    pub done: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+    /// The last attempt's time (`finished_at - attempted_at`, milliseconds) of each task that
+    /// ended done or failed after running, in no particular order.
+    pub attempt_ms: Vec<u64>,
+}
+
+impl Finished {
+    /// Adds one finished row: its final status code and, when it ran, its attempt time.
+    pub fn add(&mut self, status: i64, attempt_ms: Option<i64>) {
+        use super::encoding::status_from_code;
+        use crate::task::Status;
+        match status_from_code(status) {
+            Some(Status::Done) => self.done += 1,
+            Some(Status::Failed) => self.failed += 1,
+            Some(Status::Cancelled) => {
+                self.cancelled += 1;
+                return;
+            }
+            _ => return,
+        }
+        if let Some(ms) = attempt_ms {
+            self.attempt_ms.push(u64::try_from(ms).unwrap_or(0));
+        }
+    }
+}
+
+/// Finished rows `(task_type, status, attempt time in ms)` grouped by type.
+pub fn finished_from_rows(
+    rows: impl IntoIterator<Item = (String, i64, Option<i64>)>,
+) -> BTreeMap<String, Finished> {
+    let mut by_type: BTreeMap<String, Finished> = BTreeMap::new();
+    for (task_type, status, attempt_ms) in rows {
+        by_type
+            .entry(task_type)
+            .or_default()
+            .add(status, attempt_ms);
+    }
+    by_type
+}
+
+/// Backlog rows `(status, task_type, count)` grouped by type (oldest due still unknown).
+pub fn backlog_from_rows(
+    rows: impl IntoIterator<Item = (i64, String, i64)>,
+) -> BTreeMap<String, Backlog> {
+    use super::encoding::status_from_code;
+    use crate::task::Status;
+    let mut by_type: BTreeMap<String, Backlog> = BTreeMap::new();
+    for (status, task_type, count) in rows {
+        let count = u64::try_from(count).unwrap_or(0);
+        let entry = by_type.entry(task_type).or_default();
+        match status_from_code(status) {
+            Some(Status::Pending) => entry.pending = count,
+            Some(Status::Running) => entry.running = count,
+            Some(Status::Failed) => entry.failed = count,
+            _ => {}
+        }
+    }
+    by_type
+}
+
+/// One stored point of one task type: the backlog at `at` and what finished in the `span_ms`
+/// before it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatsPoint {
+    pub task_type: String,
+    /// The end of the interval the point covers (Unix milliseconds precision).
+    pub at: DateTime<Utc>,
+    /// How long the interval is.
+    pub span_ms: u64,
+    pub pending: u64,
+    pub running: u64,
+    /// Dead letters.
+    pub failed: u64,
+    /// How long the oldest due pending task had waited at `at` (see [`Backlog::oldest_due`]).
+    pub oldest_pending_ms: Option<u64>,
+    /// Tasks that finished in the interval, by outcome.
+    pub finished_done: u64,
+    pub finished_failed: u64,
+    pub finished_cancelled: u64,
+    /// How many attempt times the percentiles summarise.
+    pub attempts_timed: u64,
+    pub attempt_p50_ms: Option<u64>,
+    pub attempt_p95_ms: Option<u64>,
+}
+
+/// The statistics operations of a queue database.
+#[async_trait]
+pub trait Stats {
+    /// The backlog per task type at `now`: every type with pending, running or failed tasks.
+    async fn backlog(&self, now: DateTime<Utc>) -> Result<BTreeMap<String, Backlog>, StoreError>;
+
+    /// Tasks whose `finished_at` lies in `(after, until]`, per type.
+    async fn finished_between(
+        &self,
+        after: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<BTreeMap<String, Finished>, StoreError>;
+
+    /// Stores points, replacing any of the same tier, time and type (a rollup done again, a
+    /// new leader sampling the same interval).
+    async fn write_stats(&self, tier: Tier, points: &[StatsPoint]) -> Result<(), StoreError>;
+
+    /// Points of `tier` with `at` in `(after, until]`, of one type or all, ordered by time
+    /// then type.
+    async fn read_stats(
+        &self,
+        tier: Tier,
+        after: DateTime<Utc>,
+        until: DateTime<Utc>,
+        task_type: Option<&str>,
+    ) -> Result<Vec<StatsPoint>, StoreError>;
+
+    /// The time of the newest point of `tier`, if any.
+    async fn latest_stats(&self, tier: Tier) -> Result<Option<DateTime<Utc>>, StoreError>;
+
+    /// Deletes the points of `tier` older than `before`; returns how many.
+    async fn prune_stats(&self, tier: Tier, before: DateTime<Utc>) -> Result<u64, StoreError>;
+}
+
+/// A stored point from its columns, in the order every backend selects them
+/// ([`POINT_COLUMNS`]).
+#[allow(clippy::too_many_arguments)]
+pub fn point_from_columns(
+    task_type: String,
+    at: i64,
+    span_ms: i64,
+    counts: [i64; 3],
+    oldest_pending_ms: Option<i64>,
+    finished: [i64; 3],
+    attempts_timed: i64,
+    p50: Option<i64>,
+    p95: Option<i64>,
+) -> Result<StatsPoint, StoreError> {
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    let optional = |n: Option<i64>| n.map(count);
+    Ok(StatsPoint {
+        at: DateTime::from_timestamp_millis(at).ok_or_else(|| {
+            StoreError::Database(format!("spool_stats holds an out-of-range time {at}"))
+        })?,
+        task_type,
+        span_ms: count(span_ms),
+        pending: count(counts[0]),
+        running: count(counts[1]),
+        failed: count(counts[2]),
+        oldest_pending_ms: optional(oldest_pending_ms),
+        finished_done: count(finished[0]),
+        finished_failed: count(finished[1]),
+        finished_cancelled: count(finished[2]),
+        attempts_timed: count(attempts_timed),
+        attempt_p50_ms: optional(p50),
+        attempt_p95_ms: optional(p95),
+    })
+}
+
+/// The columns of `spool_stats` every backend selects, in [`point_from_columns`]'s order.
+pub const POINT_COLUMNS: &str = "task_type, at, span_ms, pending, running, failed, \
+     oldest_pending_ms, finished_done, finished_failed, finished_cancelled, attempts_timed, \
+     attempt_p50_ms, attempt_p95_ms";
+
+/// A value as stored: counts are BIGINT everywhere.
+pub fn stored(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finished_rows_count_outcomes_and_time_only_run_attempts() {
+        let rows = vec![
+            ("a".to_string(), 2, Some(10)),
+            ("a".to_string(), 2, Some(30)),
+            ("a".to_string(), 3, Some(50)),
+            ("a".to_string(), 4, None),
+            ("a".to_string(), 4, Some(5)),
+            ("b".to_string(), 3, None),
+            ("b".to_string(), 0, Some(1)),
+        ];
+        let by_type = finished_from_rows(rows);
+        let a = &by_type["a"];
+        assert_eq!((a.done, a.failed, a.cancelled), (2, 1, 2));
+        assert_eq!(a.attempt_ms, [10, 30, 50]);
+        let b = &by_type["b"];
+        assert_eq!((b.done, b.failed, b.cancelled), (0, 1, 0));
+        assert!(b.attempt_ms.is_empty());
+    }
+
+    #[test]
+    fn backlog_rows_fill_each_state() {
+        let by_type = backlog_from_rows([
+            (0, "a".to_string(), 5),
+            (1, "a".to_string(), 2),
+            (3, "b".to_string(), 7),
+        ]);
+        assert_eq!(
+            by_type["a"],
+            Backlog {
+                pending: 5,
+                running: 2,
+                failed: 0,
+                oldest_due: None
+            }
+        );
+        assert_eq!(by_type["b"].failed, 7);
+    }
+}
