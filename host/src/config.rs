@@ -176,6 +176,11 @@ pub struct Settings {
     #[arg(long, env = "SPOOL_EFFECT_RETENTION", value_parser = humantime::parse_duration)]
     #[serde(default, with = "humantime_serde")]
     pub effect_retention: Option<Duration>,
+    /// Alert rules, channels and cool-down: the `[alerts]` table of spool.toml only (see
+    /// [`crate::alerts::config`]).
+    #[arg(skip)]
+    #[serde(default)]
+    pub alerts: Option<crate::alerts::config::AlertSettings>,
     /// Longest `GET /tasks/{id}?wait=` this host allows, at most 60s; lower it below a proxy's idle timeout [default: 60s]
     #[arg(long, env = "SPOOL_MAX_WAIT", value_parser = humantime::parse_duration)]
     #[serde(default, with = "humantime_serde")]
@@ -219,6 +224,7 @@ impl Settings {
             kv_max_keys: self.kv_max_keys.or(lower.kv_max_keys),
             kv_max_bytes: self.kv_max_bytes.or(lower.kv_max_bytes),
             effect_retention: self.effect_retention.or(lower.effect_retention),
+            alerts: self.alerts.or(lower.alerts),
         }
     }
 
@@ -307,6 +313,8 @@ pub struct Config {
     pub pooling: bool,
     /// The largest plugin file loaded.
     pub max_plugin_bytes: usize,
+    /// Alert rules and channels (`[alerts]`).
+    pub alerts: crate::alerts::config::AlertsConfig,
 }
 
 impl Config {
@@ -463,6 +471,12 @@ impl Config {
                 settings.max_plugin_size,
                 "max_plugin_size",
                 DEFAULT_MAX_PLUGIN_SIZE,
+            )?,
+            alerts: crate::alerts::config::AlertsConfig::from_settings(
+                settings.alerts,
+                settings
+                    .listen
+                    .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default")),
             )?,
         })
     }

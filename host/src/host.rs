@@ -258,6 +258,20 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         shutdown: shutdown.clone(),
         registry: registry.clone(),
     };
+    // Alerts: every host checks itself; the leader checks the task table (crate::alerts).
+    let alerts = Arc::new(crate::alerts::Alerts::new(
+        config.alerts.clone(),
+        store.clone(),
+        host_id.clone(),
+    ));
+    let alert_service = crate::alerts::service::AlertService {
+        alerts: alerts.clone(),
+        store: store.clone(),
+        registry: registry.clone(),
+        leadership: leadership.clone(),
+        database: store::describe_url(&config.database_url),
+        shutdown: shutdown.clone(),
+    };
     let app = api::router(Arc::new(AppState {
         store: store.clone(),
         registry,
@@ -271,6 +285,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         failures: failures.clone(),
         finished,
         shutdown: shutdown.clone(),
+        alerts,
     }));
 
     let api_shutdown = shutdown.clone();
@@ -287,6 +302,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     );
     let lease_keeper = tokio::spawn(lease_keeper.run());
     let rescuer = tokio::spawn(rescuer.run());
+    let alert_service = tokio::spawn(alert_service.run());
     let elector = tokio::spawn(elector.run());
     let dispatcher = supervise(
         "dispatcher",
@@ -309,6 +325,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         stopping.request(Stage::Immediate);
         let _ = lease_keeper.await;
         let _ = rescuer.await;
+        let _ = alert_service.await;
         let _ = elector.await;
         let _ = watcher.await;
         let _ = server.await;

@@ -15,10 +15,13 @@
 //!   manifests (policy and capabilities), the task type registry.
 //! - [`sandbox`]: the only place with wasmtime: compiling and running handler components.
 //! - [`api`]: the only place with HTTP: the axum routes, errors, OpenAPI, and the CLI's client.
+//! - [`alerts`]: alert rules over dead letters, backlog, plugins and the database; webhook and
+//!   e-mail channels; the drill.
 //! - [`host`]: starts and stops all of the above; [`shutdown`]: the two-stage stop signal.
 //! - [`toolchain`]: `spool plugin new` and `spool plugin build`: handler projects from
 //!   templates, built with each language's pinned compiler into the plugin folder.
 
+pub mod alerts;
 pub mod api;
 pub mod backoff;
 pub mod config;

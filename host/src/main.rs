@@ -39,11 +39,22 @@ enum Command {
     Cancel(IdArgs),
     /// Show a host's health: database, task types, counts per state.
     Health(ClientArgs),
+    /// Alerts: show the rules, firing and recent alerts, the last drill; run a drill.
+    #[command(subcommand)]
+    Alert(AlertCommand),
     /// List a host's plugins: task types, versions, policies, capabilities, load errors.
     Plugins(PluginsArgs),
     /// Write handlers: start one from a template, build one into the plugin folder.
     #[command(subcommand)]
     Plugin(PluginCommand),
+}
+
+#[derive(Subcommand)]
+enum AlertCommand {
+    /// Send a marked test alert through every configured channel and record it; fails when a channel does.
+    Drill(ClientArgs),
+    /// Show the rules, channels, firing alerts, recent alerts and the last drill (JSON).
+    Show(ClientArgs),
 }
 
 #[derive(Subcommand)]
@@ -227,6 +238,10 @@ fn main() -> Result<()> {
             Command::Retry(args) => print_json(&args.client.client().retry(args.id).await?),
             Command::Cancel(args) => print_json(&args.client.client().cancel(args.id).await?),
             Command::Health(args) => print_json(&args.client().health().await?),
+            Command::Alert(AlertCommand::Show(args)) => {
+                print_json(&args.client().alerts().await?)
+            }
+            Command::Alert(AlertCommand::Drill(args)) => drill(&args.client()).await,
             Command::Plugins(args) => {
                 let plugins = args.client.client().plugins().await?;
                 match (&args.name, args.json) {
@@ -371,6 +386,45 @@ async fn wait_for(client: &Client, id: i64) -> Result<()> {
             _ => {}
         }
     }
+}
+
+/// Runs the alert drill and prints each channel's outcome; fails loudly when one failed.
+async fn drill(client: &Client) -> Result<()> {
+    let answer = client.drill().await?;
+    let report = answer.get("drill").unwrap_or(&answer);
+    println!(
+        "alert drill at {} from host {}",
+        report["at"].as_str().unwrap_or("?"),
+        report["host_id"].as_str().unwrap_or("?")
+    );
+    for channel in report["channels"].as_array().into_iter().flatten() {
+        let name = format!(
+            "{} ({})",
+            channel["channel"].as_str().unwrap_or(""),
+            channel["kind"].as_str().unwrap_or("")
+        );
+        if channel["ok"] == true {
+            println!("  ok      {name}");
+        } else {
+            println!(
+                "  FAILED  {name}: {}",
+                channel["error"].as_str().unwrap_or("no reason given")
+            );
+        }
+    }
+    if report["recorded"] == false {
+        println!("(the database did not answer: the drill is recorded once it does)");
+    }
+    if report["ok"] != true {
+        bail!(
+            "{}",
+            answer["error"]["message"]
+                .as_str()
+                .unwrap_or("the alert drill failed: a channel did not take the test alert")
+        );
+    }
+    println!("every channel took the test alert");
+    Ok(())
 }
 
 fn print_json(value: &Value) -> Result<()> {

@@ -4,6 +4,7 @@
 mod servers;
 mod util;
 
+mod alerts;
 mod api_auth;
 mod api_contract;
 mod api_errors;

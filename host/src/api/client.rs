@@ -102,6 +102,41 @@ impl Client {
         self.read(self.http.get(self.url("/plugins"))).await
     }
 
+    /// `GET /alerts`.
+    pub async fn alerts(&self) -> Result<Value, ClientError> {
+        self.read(self.http.get(self.url("/alerts"))).await
+    }
+
+    /// `POST /alerts/drill`: the drill's report, also when a channel failed (502, whose body
+    /// carries the report under `drill` beside the error).
+    pub async fn drill(&self) -> Result<Value, ClientError> {
+        let mut request = self.http.post(self.url("/alerts/drill"));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|source| ClientError::Unreachable {
+                url: self.base.clone(),
+                source,
+            })?;
+        let status = response.status();
+        let body: Value = response.json().await.map_err(|e| ClientError::Protocol {
+            url: self.base.clone(),
+            detail: format!("status {status}, body is not JSON: {e}"),
+        })?;
+        if status.is_success() || body["drill"].is_object() {
+            return Ok(body);
+        }
+        let field = |name: &str| body["error"][name].as_str().unwrap_or_default().to_string();
+        Err(ClientError::Api {
+            status: status.as_u16(),
+            code: field("code"),
+            message: field("message"),
+        })
+    }
+
     /// `GET /health`.
     pub async fn health(&self) -> Result<Value, ClientError> {
         self.read(self.http.get(self.url("/health"))).await

@@ -37,6 +37,10 @@ pub struct Health {
     /// Services of this host that died (dispatcher, completer), with why; the host stops.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub failed_services: std::collections::BTreeMap<String, String>,
+    /// Things to look at that do not make the host unhealthy: no alert channel configured, no
+    /// alert drill in the last 90 days (or ever), a failed last drill.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// Pending tasks of a type no plugin here runs.
@@ -114,6 +118,7 @@ pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Hea
         counts,
         waiting_without_plugin: waiting,
         failed_services,
+        warnings: super::alerts::health_warnings(&state).await,
     };
     (status, Json(health))
 }

@@ -6,6 +6,7 @@
 //! utoipa was picked because it derives the schemas from the very types the handlers
 //! serialize; a hand-written spec drifts.
 
+pub mod alerts;
 pub mod auth;
 pub mod client;
 pub mod error;
@@ -58,6 +59,8 @@ pub struct AppState {
     pub finished: Arc<crate::worker::finished::Finished>,
     /// Ends waiting requests when the host stops.
     pub shutdown: crate::shutdown::Shutdown,
+    /// Alert channels, this host's firing alerts and the drill.
+    pub alerts: Arc<crate::alerts::Alerts>,
 }
 
 /// A JSON body whose rejections (malformed JSON, wrong fields, too large) are [`ApiError`]s,
@@ -116,12 +119,14 @@ fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
         .routes(routes!(tasks::get_task))
         .routes(routes!(tasks::list_tasks))
         .routes(routes!(health::health))
-        .routes(routes!(plugins::list_plugins));
+        .routes(routes!(plugins::list_plugins))
+        .routes(routes!(alerts::get_alerts));
     let writes = OpenApiRouter::new()
         .routes(routes!(tasks::enqueue))
         .routes(routes!(tasks::enqueue_batch))
         .routes(routes!(tasks::retry_task))
-        .routes(routes!(tasks::cancel_task));
+        .routes(routes!(tasks::cancel_task))
+        .routes(routes!(alerts::drill));
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(reads)
         .merge(writes)

@@ -9,6 +9,7 @@
 //! [`Store::claim`] returns up to `limit` rows from one statement, and [`Store::complete`]
 //! commits many finished attempts in one transaction.
 
+pub mod alerts;
 pub mod encoding;
 pub mod mysql;
 pub mod postgres;
@@ -261,7 +262,7 @@ pub struct StatusCounts {
 
 /// The operations Spool needs from a queue database.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: alerts::AlertLog + Send + Sync + 'static {
     /// Inserts tasks in one transaction, in order. A task whose (type, idempotency key) already
     /// exists is not inserted; its existing row comes back marked as a duplicate.
     async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError>;

@@ -51,6 +51,7 @@
 //! otherwise need one placeholder per row: one statement text per operation, so each connection
 //! prepares (and the server keeps) a handful of statements instead of one per batch size.
 
+mod alerts;
 mod claim;
 mod enqueue;
 mod rows;

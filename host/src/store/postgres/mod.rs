@@ -28,6 +28,7 @@
 //!
 //! `docs/databases.md` shows the claim's plan on a million rows.
 
+mod alerts;
 mod attempts;
 mod claim;
 mod enqueue;

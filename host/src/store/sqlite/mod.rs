@@ -18,6 +18,8 @@
 //! 100,000-row backlog. The dispatch index already holds the claim order, so the claim reads
 //! its first rows and stops.
 
+mod alerts;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::json;
