@@ -17,9 +17,28 @@ import { log, progress } from 'spool:task/host@0.1.0';
  * {tag: 'retry', val: 'message'} runs it again while attempts remain,
  * {tag: 'snooze', val: seconds} runs it again later without using up an attempt.
  * Anything else thrown (an Error from a bug) stops the instance: the attempt fails and is
- * retried while attempts remain, with the error in the task's log.
+ * retried while attempts remain, and the task's error shows the Error's message and where it
+ * was thrown.
  */
 export function handle(task, payload) {
+  let result;
+  try {
+    result = work(task, payload);
+  } catch (error) {
+    if (error instanceof Error) {
+      // Where the error was thrown: the host shows these frames with the task's error.
+      console.error(`${error.name}: ${error.message}\n${error.stack}`);
+    }
+    throw error;
+  }
+  if (typeof result !== 'string') {
+    throw { tag: 'fail', val: `handle returned ${describe(result)}, but a handler returns a string (JSON text): return JSON.stringify(result)` };
+  }
+  return result;
+}
+
+/** The handler's own work: returns the result as a string. */
+function work(task, payload) {
   let request;
   try {
     request = JSON.parse(payload);
@@ -38,4 +57,11 @@ export function handle(task, payload) {
 
   progress(100, 'done');
   return JSON.stringify({ task_type: task.taskType, attempt: task.attempt, length });
+}
+
+/** What a value is, for the message about a result that is not a string. */
+function describe(value) {
+  if (value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }

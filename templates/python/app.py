@@ -2,6 +2,12 @@
 
 Payload: {"text": "..."}. Result: {"task_type": "__NAME__", "attempt": 1, "length": 5}.
 Build it into the plugin folder with `spool plugin build` (see README.md).
+
+The class must be named WitWorld (componentize-py looks it up by that name) and its `handle`
+returns a str. An exception other than Err(...) stops the attempt: the task's error shows the
+exception's type, message and the last lines of its traceback, and the task is retried while
+attempts remain. `@checked` (spool_handler.py) fails the task with a clear message when
+`handle` returns something other than a str.
 """
 
 import json
@@ -11,8 +17,11 @@ from wit_world import WitWorld
 from wit_world.imports import host
 from wit_world.imports.types import Failure_Fail, TaskInfo
 
+from spool_handler import checked
+
 
 class WitWorld(WitWorld):
+    @checked
     def handle(self, task: TaskInfo, payload: str) -> str:
         # A payload that does not parse fails permanently (Failure_Fail): retrying cannot fix it.
         # Raise Err(Failure_Retry("...")) for a problem another attempt may not have.

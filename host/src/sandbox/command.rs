@@ -4,7 +4,8 @@
 //! A program is either a component exporting `wasi:cli/run` or a core module (WASI preview1)
 //! exporting `_start`. It gets the task's payload on stdin and writes its result on stdout;
 //! exit status 0 means success, anything else is a failure retried per policy with the end of
-//! stderr as the reason. The same fuel, wall-clock, memory and capability rules apply as for
+//! stderr as the reason (a panic or uncaught error recognized there, see
+//! [`super::guest_error`], or else its last line). The same fuel, wall-clock, memory and capability rules apply as for
 //! components of the handler world (preview1 programs have no outbound HTTP: WASI preview1
 //! has no such interface). Host services (effect ledger, key-value, follow-ups) need the
 //! handler world. A preview1 module's exit code is reported as is; WASI 0.2's `wasi:cli/run`
@@ -15,6 +16,7 @@ use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 
+use super::guest_error::{self, LastWords};
 use super::limits::AttemptLimiter;
 use super::output::TaskLog;
 use super::{CompileError, HostState, RunLimits, apply_limits, describe_error, granted_wasi};
@@ -68,7 +70,7 @@ fn exit_outcome(
         },
     };
     if code != 0 {
-        let reason = last_stderr_line(stderr).unwrap_or_else(|| "no output on stderr".to_string());
+        let reason = stderr_reason(stderr).unwrap_or_else(|| "no output on stderr".to_string());
         return AttemptOutcome::Retry(format!("the program exited with status {code}: {reason}"));
     }
     let (result, dropped) = stdout.raw();
@@ -86,12 +88,16 @@ fn exit_outcome(
     AttemptOutcome::Succeeded(result)
 }
 
-fn last_stderr_line(stderr: &TaskLog) -> Option<String> {
-    let text = stderr.contents();
-    text.lines()
+/// Why a program failed, by its stderr: a recognized panic or error, or else its last line.
+fn stderr_reason(stderr: &TaskLog) -> Option<String> {
+    let tail = stderr.tail();
+    if let Some(LastWords::Recognized(error)) = guest_error::explain(&tail) {
+        return Some(error);
+    }
+    tail.lines()
         .rev()
         .map(str::trim)
-        .find(|l| !l.is_empty())
+        .find(|l| !l.is_empty() && !l.starts_with("[spool"))
         .map(|l| l.chars().take(500).collect())
 }
 

@@ -15,7 +15,9 @@
 //!   toolchain instantiate, and access is denied at run time. Folders live beneath the
 //!   operator's grants root and are opened for each attempt without following any symbolic
 //!   link; the guest gets exactly the directory opened ([`grants`]);
-//! - **output**: stdout, stderr and `log` calls go to a bounded task log ([`output`]);
+//! - **output**: stdout, stderr and `log` calls go to a bounded task log ([`output`]), and a
+//!   guest that traps or exits with a failure is explained by the end of its output, read per
+//!   language ([`guest_error`]: an exception's type, message and frames, a panic's text);
 //!   results are bounded too, and so is every string a guest hands back: a `retry` or `fail`
 //!   message is read from guest memory only up to its bound, and any one host call (or the
 //!   result) may make the host copy at most a little more than the largest value it accepts
@@ -33,6 +35,7 @@
 pub mod cache;
 mod command;
 pub mod grants;
+pub mod guest_error;
 mod host_api;
 mod http;
 pub mod limits;
@@ -397,11 +400,12 @@ impl Sandbox {
             Ok(outcome) => outcome,
             Err(_) => AttemptOutcome::Crashed(timed_out(limits.timeout)),
         };
+        let tail = log.tail();
         let log = log.contents();
         // Every message is bounded and cleaned here, whichever door it came through.
         let outcome = match outcome {
             AttemptOutcome::Crashed(reason) => {
-                AttemptOutcome::Crashed(clean_reason(&with_last_words(reason, &log)))
+                AttemptOutcome::Crashed(clean_reason(&with_last_words(reason, &tail)))
             }
             AttemptOutcome::Retry(message) => AttemptOutcome::Retry(clean_reason(&message)),
             AttemptOutcome::Fail(message) => AttemptOutcome::Fail(clean_reason(&message)),
@@ -558,28 +562,10 @@ fn is_hostcall_fuel(error: &wasmtime::Error) -> bool {
     format!("{error:#}").contains("too much data is being copied between the host and the guest")
 }
 
-/// Adds the guest's last output lines to a crash reason: a panicking guest prints its panic
-/// message to stderr just before it traps, and that message is what a person needs to see.
-fn with_last_words(reason: String, log: &str) -> String {
-    const LINES: usize = 3;
-    const MAX: usize = 500;
-    let mut last: Vec<&str> = log
-        .lines()
-        .rev()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !line.starts_with("[spool"))
-        .take(LINES)
-        .collect();
-    if last.is_empty() {
-        return reason;
-    }
-    last.reverse();
-    let words = last.join(" | ");
-    let mut end = words.len().min(MAX);
-    while !words.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{reason}; last output: {}", &words[..end])
+/// Adds what the guest said last to a crash reason: a guest that throws or panics prints its
+/// error to stderr just before it traps, and that error is what a person needs to see.
+fn with_last_words(reason: String, tail: &str) -> String {
+    guest_error::LastWords::with_reason(guest_error::explain(tail), &reason)
 }
 
 fn timed_out(timeout: Duration) -> String {
@@ -603,6 +589,7 @@ fn describe_error(error: &wasmtime::Error, limits: &RunLimits) -> String {
         Some(Trap::UnreachableCodeReached) => {
             "trap: the handler panicked or hit unreachable code".to_string()
         }
+        Some(Trap::MemoryOutOfBounds) => out_of_bounds(error),
         Some(trap) => format!("trap: {trap}"),
         None => match error.downcast_ref::<MemoryLimit>() {
             Some(limit) => limit.to_string(),
@@ -619,6 +606,53 @@ fn describe_error(error: &wasmtime::Error, limits: &RunLimits) -> String {
     }
 }
 
+/// An out-of-bounds access, with its address when wasmtime knows it. Near the bottom of memory
+/// (or just below it, wrapped around) the likely cause is a shadow stack that overflowed: the
+/// guest's own stack in linear memory, which wasmtime cannot see growing.
+fn out_of_bounds(error: &wasmtime::Error) -> String {
+    let Some((address, size)) = memory_fault(error) else {
+        return format!("trap: {}", Trap::MemoryOutOfBounds);
+    };
+    let mut text = format!(
+        "trap: {} at address {address:#x} (linear memory is {size:#x} bytes)",
+        Trap::MemoryOutOfBounds
+    );
+    if is_near_the_bottom(address) {
+        text.push_str(STACK_OVERFLOW_HINT);
+    }
+    text
+}
+
+/// What a fault near the bottom of memory most likely means.
+const STACK_OVERFLOW_HINT: &str = "; the address is at the bottom of memory, often a stack overflow inside the handler: raise its stack size or reduce recursion";
+
+/// How far from address 0 (either way) a fault counts as being at the bottom of memory: the
+/// guest's stack sits there when it is laid out first, and a stack pointer stepping below 0
+/// wraps around to the top of the 32-bit address space (an access's static offset can carry
+/// it just past 4 GiB).
+const BOTTOM_BYTES: u64 = 64 << 10;
+
+fn is_near_the_bottom(address: u64) -> bool {
+    let wrapped = address & 0xffff_ffff;
+    address < (1 << 32) + BOTTOM_BYTES
+        && (wrapped < BOTTOM_BYTES || wrapped >= (1 << 32) - BOTTOM_BYTES)
+}
+
+/// The wasm address and memory size of a memory fault, from the context wasmtime adds to the
+/// trap ("memory fault at wasm address 0x... in linear memory of size 0x...").
+fn memory_fault(error: &wasmtime::Error) -> Option<(u64, u64)> {
+    error.chain().find_map(|cause| {
+        let text = cause.to_string();
+        let rest = text.strip_prefix("memory fault at wasm address 0x")?;
+        let (address, rest) = rest.split_once(" in linear memory of size 0x")?;
+        let size = rest.split(|c: char| !c.is_ascii_hexdigit()).next()?;
+        Some((
+            u64::from_str_radix(address, 16).ok()?,
+            u64::from_str_radix(size, 16).ok()?,
+        ))
+    })
+}
+
 fn is_memory_limit(error: &wasmtime::Error) -> bool {
     let text = format!("{error:#}");
     text.contains("forcing trap when growing memory") || text.contains("memory minimum size")
@@ -626,15 +660,32 @@ fn is_memory_limit(error: &wasmtime::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::with_last_words;
+    use super::{is_near_the_bottom, with_last_words};
 
     #[test]
-    fn crash_reasons_carry_the_guests_last_lines() {
+    fn faults_near_address_zero_are_at_the_bottom() {
+        assert!(is_near_the_bottom(0x10));
+        assert!(is_near_the_bottom(0xffff_fff0), "below 0, wrapped around");
+        assert!(!is_near_the_bottom(0x20_0000));
+        assert!(
+            is_near_the_bottom(0x1_0000_0000),
+            "a real fault of a C stack overflow"
+        );
+        assert!(!is_near_the_bottom(0x1_2000_0000));
+        assert!(!is_near_the_bottom(0x8000_0000));
+    }
+
+    #[test]
+    fn crash_reasons_lead_with_the_guests_error() {
         let log = "working\nthread '<unnamed>' panicked at src/lib.rs:9:9:\nboom\nnote: run with `RUST_BACKTRACE=1`\n[spool: 10 more bytes of output were dropped]\n";
         let reason = with_last_words("trap: the handler panicked".into(), log);
         assert_eq!(
             reason,
-            "trap: the handler panicked; last output: thread '<unnamed>' panicked at src/lib.rs:9:9: | boom | note: run with `RUST_BACKTRACE=1`"
+            "panicked at src/lib.rs:9:9: boom; trap: the handler panicked"
+        );
+        assert_eq!(
+            with_last_words("trap: unreachable".into(), "step 1\nstep 2\n"),
+            "trap: unreachable; last output: step 1 | step 2"
         );
         assert_eq!(
             with_last_words("fuel exhausted".into(), ""),

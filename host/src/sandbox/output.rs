@@ -5,8 +5,13 @@
 //! running (writes past the limit are accepted and dropped, never an error that would make the
 //! guest's `println!` panic), and the log ends with a note of how much was dropped. Control
 //! characters other than newline and tab are shown escaped ([`super::text`]), within the bound.
+//!
+//! The log keeps what came first; the end of the output, where a failing guest prints its
+//! error, is kept apart as well ([`TaskLog::tail`]), so the error can be explained even when the
+//! log was full long before ([`super::guest_error`]).
 
 use bytes::Bytes;
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -21,6 +26,8 @@ pub const DEFAULT_LOG_LIMIT: usize = 64 << 10;
 struct Buffer {
     text: Vec<u8>,
     dropped: u64,
+    /// The last [`TAIL_BYTES`](super::guest_error::TAIL_BYTES) written, dropped or not.
+    tail: VecDeque<u8>,
 }
 
 /// A bounded log shared by an attempt's stdout, stderr and `log` import.
@@ -46,6 +53,29 @@ impl TaskLog {
         let kept = bytes.len().min(room);
         buffer.text.extend_from_slice(&bytes[..kept]);
         buffer.dropped += (bytes.len() - kept) as u64;
+        let cap = super::guest_error::TAIL_BYTES;
+        let newest = &bytes[bytes.len().saturating_sub(cap)..];
+        let excess = (buffer.tail.len() + newest.len()).saturating_sub(cap);
+        buffer.tail.drain(..excess);
+        buffer.tail.extend(newest);
+    }
+
+    /// The end of the output, with control characters escaped: where a failing guest's error
+    /// is. The last [`TAIL_BYTES`](super::guest_error::TAIL_BYTES) written, from the first
+    /// whole line on when earlier output was cut off.
+    pub fn tail(&self) -> String {
+        let buffer = self.buffer.lock().expect("task log lock");
+        let (front, back) = buffer.tail.as_slices();
+        let mut bytes = Vec::with_capacity(front.len() + back.len());
+        bytes.extend_from_slice(front);
+        bytes.extend_from_slice(back);
+        let cut = buffer.text.len() as u64 + buffer.dropped > bytes.len() as u64;
+        let raw = String::from_utf8_lossy(&bytes);
+        let from_line = match raw.find('\n') {
+            Some(at) if cut => &raw[at + 1..],
+            _ => &raw[..],
+        };
+        super::text::escape_within(from_line, usize::MAX).0
     }
 
     /// Appends one line.
@@ -170,6 +200,32 @@ mod tests {
         assert_eq!(kept, "ok\\u{0}");
         assert!(text.contains("7 more bytes"), "{text}");
         assert_eq!(log.raw(), ("ok\0\x1b[0m\x07\x07\x07".to_string(), 0));
+    }
+
+    #[test]
+    fn the_tail_keeps_the_end_of_a_long_output() {
+        let cap = crate::sandbox::guest_error::TAIL_BYTES;
+        let log = TaskLog::new(100);
+        log.line("first");
+        assert_eq!(log.tail(), "first\n");
+        for i in 0..cap / 10 {
+            log.line(&format!("line {i:04}"));
+        }
+        log.append(b"\x1b[1mpanic: boom\n");
+        let tail = log.tail();
+        assert!(tail.len() <= cap + 8, "{}", tail.len());
+        assert!(
+            tail.starts_with("line "),
+            "starts at a whole line: {tail:.40}"
+        );
+        assert!(tail.ends_with("\\u{1b}[1mpanic: boom\n"), "{tail}");
+        assert!(
+            log.contents().starts_with("first\n"),
+            "the log keeps the start"
+        );
+        let big = TaskLog::new(10);
+        big.append(&vec![b'x'; 3 * cap]);
+        assert_eq!(big.tail().len(), cap, "one long line: its end");
     }
 
     #[test]

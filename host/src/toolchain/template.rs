@@ -37,6 +37,7 @@ const RUST: &[TemplateFile] = template_files! {
 
 const PYTHON: &[TemplateFile] = template_files! {
     "app.py" => "templates/python/app.py",
+    "spool_handler.py" => "templates/python/spool_handler.py",
 };
 
 const JAVASCRIPT: &[TemplateFile] = template_files! {

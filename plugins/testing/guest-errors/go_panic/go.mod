@@ -1,0 +1,3 @@
+module go_panic
+
+go 1.21
