@@ -27,6 +27,8 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 /// How often expired leases are looked for.
 pub const DEFAULT_RESCUE_INTERVAL: Duration = Duration::from_secs(15);
+/// How often the leader samples the queue statistics behind `GET /stats`.
+pub const DEFAULT_STATS_INTERVAL: Duration = Duration::from_secs(10);
 /// How long running tasks get to finish on shutdown before they are returned to pending.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// The essay's default: three retries after the first attempt.
@@ -114,6 +116,10 @@ pub struct Settings {
     #[arg(long, env = "SPOOL_RESCUE_INTERVAL", value_parser = humantime::parse_duration)]
     #[serde(default, with = "humantime_serde")]
     pub rescue_interval: Option<Duration>,
+    /// How often the leader samples the backlog for `GET /stats` (kept a day, then per minute for a week) [default: 10s]
+    #[arg(long, env = "SPOOL_STATS_INTERVAL", value_parser = humantime::parse_duration)]
+    #[serde(default, with = "humantime_serde")]
+    pub stats_interval: Option<Duration>,
     /// How long running tasks may finish on shutdown [default: 30s]
     #[arg(long, env = "SPOOL_SHUTDOWN_GRACE", value_parser = humantime::parse_duration)]
     #[serde(default, with = "humantime_serde")]
@@ -204,6 +210,7 @@ impl Settings {
             poll_interval: self.poll_interval.or(lower.poll_interval),
             lease: self.lease.or(lower.lease),
             rescue_interval: self.rescue_interval.or(lower.rescue_interval),
+            stats_interval: self.stats_interval.or(lower.stats_interval),
             shutdown_grace: self.shutdown_grace.or(lower.shutdown_grace),
             max_retry: self.max_retry.or(lower.max_retry),
             backoff_base: self.backoff_base.or(lower.backoff_base),
@@ -302,6 +309,8 @@ pub struct Config {
     pub poll_interval: Duration,
     pub lease: Duration,
     pub rescue_interval: Duration,
+    /// How often the leader samples the queue statistics ([`crate::worker::sampler`]).
+    pub stats_interval: Duration,
     pub shutdown_grace: Duration,
     pub defaults: Defaults,
     pub max_payload_bytes: usize,
@@ -429,6 +438,11 @@ impl Config {
                 settings.rescue_interval,
                 "rescue_interval",
                 DEFAULT_RESCUE_INTERVAL,
+            )?,
+            stats_interval: positive(
+                settings.stats_interval,
+                "stats_interval",
+                DEFAULT_STATS_INTERVAL,
             )?,
             shutdown_grace: settings.shutdown_grace.unwrap_or(DEFAULT_SHUTDOWN_GRACE),
             defaults: Defaults {

@@ -99,6 +99,8 @@ fn host_id() -> String {
 pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     let config = Arc::new(config);
     let host_id = host_id();
+    // Process-wide, once: what GET /metrics renders (crate::instruments).
+    crate::instruments::install();
     let shutdown = Shutdown::new();
 
     // Opened once, before anything else: folder grants are opened beneath it on every attempt.
@@ -272,6 +274,13 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         database: store::describe_url(&config.database_url),
         shutdown: shutdown.clone(),
     };
+    // The backlog history behind GET /stats, sampled by the leader (crate::worker::sampler).
+    let sampler = crate::worker::sampler::Sampler {
+        store: store.clone(),
+        interval: config.stats_interval,
+        leadership: leadership.clone(),
+        shutdown: shutdown.clone(),
+    };
     let app = api::router(Arc::new(AppState {
         store: store.clone(),
         registry,
@@ -285,6 +294,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         failures: failures.clone(),
         finished,
         shutdown: shutdown.clone(),
+        stats: Arc::default(),
         alerts,
     }));
 
@@ -302,6 +312,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     );
     let lease_keeper = tokio::spawn(lease_keeper.run());
     let rescuer = tokio::spawn(rescuer.run());
+    let sampler = tokio::spawn(sampler.run());
     let alert_service = tokio::spawn(alert_service.run());
     let elector = tokio::spawn(elector.run());
     let dispatcher = supervise(
@@ -325,6 +336,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         stopping.request(Stage::Immediate);
         let _ = lease_keeper.await;
         let _ = rescuer.await;
+        let _ = sampler.await;
         let _ = alert_service.await;
         let _ = elector.await;
         let _ = watcher.await;

@@ -27,6 +27,7 @@ pub mod backoff;
 pub mod config;
 pub mod enqueue;
 pub mod host;
+pub mod instruments;
 pub mod plugins;
 pub mod sandbox;
 pub mod shutdown;

@@ -24,6 +24,7 @@ mod http_client;
 mod languages;
 mod long_poll;
 mod many_hosts;
+mod metrics;
 mod openapi;
 mod outage;
 mod plugin_files;

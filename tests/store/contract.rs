@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::Fixture;
+pub use crate::stats::*;
 use spool::store::{
     AttemptId, ClaimRequest, Completion, KvUsage, ProgressUpdate, RescueReport, StoreError,
     TaskFilter,
@@ -36,7 +37,7 @@ fn claim(limit: usize, now: DateTime<Utc>) -> ClaimRequest {
     claim_by("me", &["a", "b"], limit, now)
 }
 
-fn finished(task: &Task, owner: &str, status: Status) -> Completion {
+pub fn finished(task: &Task, owner: &str, status: Status) -> Completion {
     Completion {
         id: task.id,
         owner: owner.into(),

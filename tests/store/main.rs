@@ -11,6 +11,7 @@ mod servers;
 mod contract;
 mod explain;
 mod explain_mysql;
+mod stats;
 
 /// What `servers` needs from the end-to-end tests' helpers.
 mod util {
@@ -119,4 +120,7 @@ on_every_backend!(
     kv_usage_effect_retention_and_snoozes_in_a_row,
     meta_keeps_the_first_value,
     one_leader_at_a_time_with_takeover_after_expiry,
+    stats_backlog_counts_states_and_ages_the_queue_head,
+    stats_finished_between_counts_outcomes_and_attempt_times,
+    stats_history_round_trips_replaces_and_prunes,
 );

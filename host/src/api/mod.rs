@@ -12,9 +12,11 @@ pub mod client;
 pub mod error;
 pub mod guard;
 pub mod health;
+pub mod metrics;
 pub mod plugins;
 pub mod server;
 pub mod spec;
+pub mod stats;
 pub mod tasks;
 
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request, State};
@@ -59,6 +61,8 @@ pub struct AppState {
     pub finished: Arc<crate::worker::finished::Finished>,
     /// Ends waiting requests when the host stops.
     pub shutdown: crate::shutdown::Shutdown,
+    /// The backlog, read at most every few seconds for `GET /stats` and `GET /metrics`.
+    pub stats: Arc<stats::BacklogCache>,
     /// Alert channels, this host's firing alerts and the drill.
     pub alerts: Arc<crate::alerts::Alerts>,
 }
@@ -120,6 +124,8 @@ fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
         .routes(routes!(tasks::list_tasks))
         .routes(routes!(health::health))
         .routes(routes!(plugins::list_plugins))
+        .routes(routes!(stats::get_stats))
+        .routes(routes!(metrics::get_metrics))
         .routes(routes!(alerts::get_alerts));
     let writes = OpenApiRouter::new()
         .routes(routes!(tasks::enqueue))
@@ -141,6 +147,9 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// The whole HTTP application.
 pub fn router(state: Arc<AppState>) -> Router {
     let (routes, base) = api();
+    let route_labels = Arc::new(metrics::Routes::new(
+        base.paths.paths.keys().map(String::as_str).chain(["/openapi.json"]),
+    ));
     let spec = Arc::new(spec::describe(&state.config, base));
     let body_limit = state.config.max_body_bytes;
     let host_policy = Arc::new(guard::HostPolicy::new(&state.config));
@@ -160,6 +169,10 @@ pub fn router(state: Arc<AppState>) -> Router {
             guard::check_host_and_origin,
         ))
         .layer(axum::middleware::from_fn(json_for_bare_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            route_labels,
+            metrics::count_requests,
+        ))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)
 }

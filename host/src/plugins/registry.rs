@@ -64,6 +64,7 @@ impl Registry {
         }
         self.errors.write().expect("registry lock").remove(&name);
         self.removed.write().expect("registry lock").remove(&name);
+        crate::instruments::plugin_loaded(&name);
         plugins.insert(name, Arc::new(plugin));
         Ok(())
     }
@@ -95,6 +96,7 @@ impl Registry {
 
     /// Records that loading a plugin failed; a version already registered keeps serving.
     pub fn record_error(&self, task_type: &str, error: String) {
+        crate::instruments::plugin_load_failed(task_type);
         self.errors
             .write()
             .expect("registry lock")

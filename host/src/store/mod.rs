@@ -14,6 +14,7 @@ pub mod encoding;
 pub mod mysql;
 pub mod postgres;
 pub mod sqlite;
+pub mod stats;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -262,7 +263,7 @@ pub struct StatusCounts {
 
 /// The operations Spool needs from a queue database.
 #[async_trait]
-pub trait Store: alerts::AlertLog + Send + Sync + 'static {
+pub trait Store: alerts::AlertLog + stats::Stats + Send + Sync + 'static {
     /// Inserts tasks in one transaction, in order. A task whose (type, idempotency key) already
     /// exists is not inserted; its existing row comes back marked as a duplicate.
     async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError>;

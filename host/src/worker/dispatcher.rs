@@ -282,6 +282,8 @@ impl Dispatcher {
             capabilities: policy.capabilities.clone(),
         };
         let payload = task.payload.to_string();
+        let due_for = task.attempted_at.unwrap_or_else(Utc::now) - task.next_run_at;
+        crate::instruments::attempt_started(&task.task_type, due_for.to_std().unwrap_or_default());
         let started = Instant::now();
         let run = self.sandbox.run(
             &plugin.handler,
@@ -296,6 +298,7 @@ impl Dispatcher {
                 // The task was cancelled (its row already says so); dropping the run stopped
                 // the guest. Nothing to record.
                 tracing::info!(task_id = task.id, task_type = %task.task_type, "running attempt interrupted: the task was cancelled");
+                crate::instruments::attempt_cancelled(&task.task_type);
                 in_flight.finish();
                 drop(permit);
                 finished.notify_one();
@@ -318,6 +321,12 @@ impl Dispatcher {
             &policy.backoff,
             Utc::now(),
             rand::random::<f64>(),
+        );
+        crate::instruments::attempt_ended(
+            &task.task_type,
+            crate::instruments::outcome(transition.status, transition.error.is_some()),
+            started.elapsed(),
+            None,
         );
         tracing::debug!(
             task_id = task.id,

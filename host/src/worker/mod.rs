@@ -4,6 +4,7 @@
 //! - [`completer`]: commits finished attempts (and progress) in batches;
 //! - [`lease_keeper`]: extends the leases of tasks this host is running;
 //! - [`rescuer`]: returns tasks whose host died (lease expired) to the queue (on the leader);
+//! - [`sampler`]: keeps the backlog history behind `GET /stats` (on the leader);
 //! - [`leader`]: elects the one host that runs maintenance;
 //! - [`supervisor`]: stops the host loudly when the dispatcher or completer dies;
 //! - [`in_flight`]: the attempts running here; [`rate`]: per-type start rates;
@@ -25,6 +26,7 @@ pub mod leader;
 pub mod lease_keeper;
 pub mod rate;
 pub mod rescuer;
+pub mod sampler;
 pub mod services;
 pub mod supervisor;
 

@@ -57,6 +57,7 @@ mod enqueue;
 mod rows;
 mod running;
 mod services;
+mod stats;
 mod tasks;
 #[cfg(test)]
 mod tests;

@@ -33,6 +33,7 @@ mod attempts;
 mod claim;
 mod enqueue;
 mod rows;
+mod stats;
 mod wake;
 
 #[cfg(test)]

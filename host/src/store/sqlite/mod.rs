@@ -20,6 +20,8 @@
 
 mod alerts;
 
+mod stats;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::json;
