@@ -148,6 +148,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         folder: config.plugin_dir.clone(),
         grants,
         max_bytes: config.max_plugin_bytes,
+        compile_slots: PluginLoader::compile_slots(),
     });
     // Watch first, then load: a change made while loading is seen and applied afterwards.
     let watch = match FolderWatch::establish(&config.plugin_dir) {

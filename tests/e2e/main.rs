@@ -36,4 +36,5 @@ mod server_outage;
 mod servers_smoke;
 mod services;
 mod shutdown;
+mod slow_compile;
 mod sql_enqueue;

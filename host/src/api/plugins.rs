@@ -30,6 +30,11 @@ pub struct PluginView {
     pub last_error: Option<String>,
     /// Tasks of the type waiting to run.
     pub pending: u64,
+    /// Whether the type is paused (`POST /types/{name}/pause`): its tasks wait pending.
+    pub paused: bool,
+    /// When this host started loading a new file for the type (reading, checking, compiling),
+    /// if it is doing so now; the loaded version keeps serving meanwhile.
+    pub loading_since: Option<DateTime<Utc>>,
 }
 
 /// A task type's effective policy.
@@ -59,6 +64,9 @@ pub struct UnloadedView {
     pub removed_at: Option<DateTime<Utc>>,
     /// Its tasks waiting for a plugin to return.
     pub pending: u64,
+    /// When this host started loading a file for the type, if it is doing so now (a first
+    /// compile of a large component can take a minute).
+    pub loading_since: Option<DateTime<Utc>>,
 }
 
 /// Everything about this host's plugins.
@@ -88,6 +96,7 @@ pub async fn list_plugins(
     let pending = state.store.pending_by_type().await?;
     let errors = state.registry.errors();
     let removed = state.registry.removed();
+    let loading = state.registry.loading();
     let plugins: Vec<PluginView> = state
         .registry
         .plugins()
@@ -115,6 +124,8 @@ pub async fn list_plugins(
                 capabilities: p.capabilities.clone(),
                 last_error: errors.get(&plugin.task_type).cloned(),
                 pending: pending.get(&plugin.task_type).copied().unwrap_or(0),
+                paused: state.paused.contains(&plugin.task_type),
+                loading_since: loading.get(&plugin.task_type).copied(),
             }
         })
         .collect();
@@ -130,6 +141,7 @@ pub async fn list_plugins(
                 error: Some(error.clone()),
                 removed_at: None,
                 pending: pending.get(task_type).copied().unwrap_or(0),
+                loading_since: None,
             },
         );
     }
@@ -141,6 +153,7 @@ pub async fn list_plugins(
                 error: None,
                 removed_at: None,
                 pending: pending.get(task_type).copied().unwrap_or(0),
+                loading_since: None,
             });
         entry.removed_at = Some(*at);
     }
@@ -154,7 +167,24 @@ pub async fn list_plugins(
                 error: Some(no_plugin_message(task_type)),
                 removed_at: None,
                 pending: *count,
+                loading_since: None,
             });
+    }
+    // Types loading for the first time: not served yet, but on their way.
+    for (task_type, since) in loading.iter().filter(|(t, _)| !loaded.contains(t.as_str())) {
+        let entry = unloaded
+            .entry(task_type.clone())
+            .or_insert_with(|| UnloadedView {
+                task_type: task_type.clone(),
+                error: None,
+                removed_at: None,
+                pending: pending.get(task_type).copied().unwrap_or(0),
+                loading_since: None,
+            });
+        entry.loading_since = Some(*since);
+        if entry.error.as_deref() == Some(no_plugin_message(task_type).as_str()) {
+            entry.error = None;
+        }
     }
     Ok(Json(PluginsView {
         folder: state.config.plugin_dir.display().to_string(),

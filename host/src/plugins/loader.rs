@@ -199,47 +199,65 @@ pub struct PluginLoader {
     pub grants: Arc<GrantsRoot>,
     /// The largest component file loaded (`max_plugin_size`).
     pub max_bytes: usize,
+    /// Bounds the compiles running at once ([`PluginLoader::compile_slots`]).
+    pub compile_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl PluginLoader {
-    /// Loads every `*.wasm` in the folder into `registry`, in name order. A file that fails to
-    /// load (or whose grants overlap a type loaded before it) is logged and recorded in the
-    /// registry's errors; the others still load. Returns the failures.
-    pub async fn load_folder(&self, registry: &Registry) -> Result<Vec<LoadError>, LoadError> {
+    /// Loads every `*.wasm` in the folder into `registry`. The files are read and compiled
+    /// concurrently (compiles bounded by [`PluginLoader::compile_slots`]), then registered in
+    /// name order, so which of two types with overlapping grants wins does not depend on which
+    /// compiled first. A file that fails to load (or whose grants overlap a type registered
+    /// before it) is logged and recorded in the registry's errors; the others still load.
+    /// Returns the failures.
+    pub async fn load_folder(
+        self: &Arc<Self>,
+        registry: &Arc<Registry>,
+    ) -> Result<Vec<LoadError>, LoadError> {
         let entries = std::fs::read_dir(&self.folder).map_err(|source| LoadError::Folder {
             path: self.folder.clone(),
             source,
         })?;
         // Everything named `*.wasm` but folders: what is not a regular file is refused by
         // `load` with a load error, so the operator sees it.
-        let mut paths: Vec<PathBuf> = entries
+        let paths: Vec<PathBuf> = entries
             .filter_map(|entry| entry.ok())
             .filter(|entry| !entry.file_type().is_ok_and(|t| t.is_dir()))
             .map(|entry| entry.path())
             .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
             .collect();
-        paths.sort();
-        let mut failures = Vec::new();
+        let mut loads = tokio::task::JoinSet::new();
         for path in paths {
-            let stem = path
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or_default()
-                .to_string();
-            match self
-                .load(&path, None)
-                .await
-                .and_then(|plugin| registry.insert(plugin))
-            {
-                Ok(()) => {}
-                Err(error) => {
-                    tracing::error!("{error}");
-                    registry.record_error(&stem, error.to_string());
-                    failures.push(error);
-                }
+            let (loader, registry) = (self.clone(), registry.clone());
+            loads.spawn(async move {
+                let stem = path
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or_default()
+                    .to_string();
+                let _loading = registry.mark_loading(&stem);
+                let loaded = loader.load(&path, None).await;
+                (path, stem, loaded)
+            });
+        }
+        let mut loaded = loads.join_all().await;
+        loaded.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut failures = Vec::new();
+        for (_, stem, plugin) in loaded {
+            if let Err(error) = plugin.and_then(|plugin| registry.insert(plugin)) {
+                tracing::error!("{error}");
+                registry.record_error(&stem, error.to_string());
+                failures.push(error);
             }
         }
         Ok(failures)
+    }
+
+    /// Compiles running at once: one per core, so a slow compile of one type never holds up
+    /// another type's, and loading a folder does not starve the attempts running meanwhile.
+    pub fn compile_slots() -> Arc<tokio::sync::Semaphore> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Arc::new(tokio::sync::Semaphore::new(cores))
     }
 
     /// Reads, hashes and compiles one component plus its manifest. When `current` is the same
@@ -290,6 +308,11 @@ impl PluginLoader {
         let (handler, cache_use) = match current.filter(|plugin| plugin.version == version) {
             Some(same) => (same.handler.clone(), CacheUse::Hit),
             None => {
+                let _slot = self
+                    .compile_slots
+                    .acquire()
+                    .await
+                    .expect("the compile slots are never closed");
                 let (sandbox, cache, hash) =
                     (self.sandbox.clone(), self.cache.clone(), version.clone());
                 tokio::task::spawn_blocking(move || sandbox.compile(&bytes, &hash, cache.as_ref()))

@@ -35,6 +35,24 @@ pub struct Registry {
     errors: RwLock<BTreeMap<String, String>>,
     /// Task types whose plugin was removed while serving, and when.
     removed: RwLock<BTreeMap<String, DateTime<Utc>>>,
+    /// Task types whose files are being loaded (read, checked, compiled) now, and since when.
+    loading: RwLock<BTreeMap<String, DateTime<Utc>>>,
+}
+
+/// Marks a task type as loading for as long as it lives (see [`Registry::loading`]).
+pub struct LoadingMark<'a> {
+    registry: &'a Registry,
+    task_type: String,
+}
+
+impl Drop for LoadingMark<'_> {
+    fn drop(&mut self) {
+        self.registry
+            .loading
+            .write()
+            .expect("registry lock")
+            .remove(&self.task_type);
+    }
 }
 
 impl Registry {
@@ -142,6 +160,24 @@ impl Registry {
     pub fn errors(&self) -> BTreeMap<String, String> {
         self.errors.read().expect("registry lock").clone()
     }
+
+    /// Marks `task_type` as loading from now until the mark is dropped, so the operator sees
+    /// a slow compile in progress instead of stale state.
+    pub fn mark_loading(&self, task_type: &str) -> LoadingMark<'_> {
+        self.loading
+            .write()
+            .expect("registry lock")
+            .insert(task_type.to_string(), Utc::now());
+        LoadingMark {
+            registry: self,
+            task_type: task_type.to_string(),
+        }
+    }
+
+    /// Task types being loaded now, with the time each load started.
+    pub fn loading(&self) -> BTreeMap<String, DateTime<Utc>> {
+        self.loading.read().expect("registry lock").clone()
+    }
 }
 
 /// The first folder grant of type `task_type` that overlaps a grant of another type among
@@ -179,6 +215,15 @@ fn grant_conflict<'a>(
 mod tests {
     use super::*;
     use crate::sandbox::grants::GrantsRoot;
+
+    #[test]
+    fn a_loading_mark_lasts_as_long_as_the_load() {
+        let registry = Registry::new();
+        let mark = registry.mark_loading("report");
+        assert!(registry.loading().contains_key("report"));
+        drop(mark);
+        assert!(registry.loading().is_empty());
+    }
 
     #[test]
     fn a_writable_grant_is_shared_with_no_other_type() {

