@@ -17,6 +17,7 @@ mod cli;
 mod client_side;
 mod commands;
 mod crash;
+mod dashboard;
 mod grants;
 mod guest_limits;
 mod hot_reload;

@@ -1,7 +1,7 @@
 //! Debian packages the build and the tests need, installed with apt-get when missing (through
 //! sudo when not root). The package index is refreshed once per run, before the first install.
-//! The C toolchain's packages are listed here; the database servers' are in `postgres.rs` and
-//! `mariadb.rs`.
+//! The C toolchain's and the browser test's packages are listed here; the database servers'
+//! are in `postgres.rs` and `mariadb.rs`.
 
 use crate::process::is_root;
 use crate::run;
@@ -11,6 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Debian packages the C handlers build with (clang, its wasm32 runtime, wasi-libc).
 const C_PACKAGES: &[&str] = &["clang", "lld", "wasi-libc", "libclang-rt-dev-wasm32"];
+
+/// Debian packages the dashboard's browser test drives: headless Chromium and its WebDriver.
+const BROWSER_PACKAGES: &[&str] = &["chromium", "chromium-driver"];
 
 /// Whether this run has refreshed the package index already.
 static UPDATED: AtomicBool = AtomicBool::new(false);
@@ -75,4 +78,21 @@ pub fn ensure_c_toolchain() -> Result<()> {
         return Ok(());
     }
     install(&missing, "C handlers need clang and wasi-libc")
+}
+
+/// Installs Chromium and chromedriver when missing: the dashboard's end-to-end test
+/// (tests/e2e/dashboard.rs) opens every page in a real browser.
+pub fn ensure_browser() -> Result<()> {
+    let missing: Vec<&str> = BROWSER_PACKAGES
+        .iter()
+        .copied()
+        .filter(|package| !installed(package))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    install(
+        &missing,
+        "the dashboard's browser test needs Chromium and chromedriver",
+    )
 }

@@ -5,7 +5,8 @@
 //!   the example handlers (with their manifests) into the plugin folder.
 //! - `demo`: builds everything, starts a host on the embedded SQLite default, enqueues sample
 //!   tasks with the CLI, shows them finish, and keeps serving until Ctrl-C (`--exit` stops).
-//! - `test`: installs the C toolchain's and the database servers' Debian packages if missing,
+//! - `test`: installs the C toolchain's, the database servers' and the browser test's Debian
+//!   packages (Chromium, chromedriver) if missing,
 //!   builds the plugins, starts throw-away PostgreSQL and MariaDB servers on loopback (fresh
 //!   data folders under `target/test-databases`), runs the whole test suite against them (extra
 //!   arguments go to cargo test), and stops the servers however the suite ends. The tests build
@@ -98,6 +99,7 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
         hygiene(root)?;
     }
     apt::ensure_c_toolchain()?;
+    apt::ensure_browser()?;
     databases::ensure_installed()?;
     plugins::build_plugins(root)?;
     let servers = databases::SuiteServers::start(root)?;

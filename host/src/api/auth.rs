@@ -1,5 +1,6 @@
-//! The optional API tokens. With an API token configured, every request but `GET /health` and
-//! `GET /openapi.json` must present a token: payloads, results and logs are data too. Changes
+//! The optional API tokens. With an API token configured, every request but `GET /health`,
+//! `GET /openapi.json` and the dashboard's page and files (`GET /`, `GET /ui/...`) must present
+//! a token: payloads, results and logs are data too. Changes
 //! need the API token; reads take it or the read token, if one is configured.
 
 use axum::extract::{Request, State};
@@ -16,7 +17,7 @@ use super::error::ApiError;
 /// What a request may need to present.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// Nothing: the health check and the API description.
+    /// Nothing: the health check, the API description and the dashboard's files.
     Open,
     /// The read token or the API token.
     Read,
@@ -28,7 +29,9 @@ pub enum Access {
 pub fn access(method: &Method, path: &str) -> Access {
     let reads = [Method::GET, Method::HEAD, Method::OPTIONS];
     match (reads.contains(method), path) {
-        (true, "/health" | "/openapi.json") => Access::Open,
+        (true, "/health" | "/openapi.json" | "/") => Access::Open,
+        // The dashboard's files: code, no data (the data comes from the API).
+        (true, path) if path.starts_with("/ui/") => Access::Open,
         (true, _) => Access::Read,
         (false, _) => Access::Change,
     }
@@ -134,6 +137,10 @@ mod tests {
     fn reads_changes_and_open_routes() {
         assert_eq!(access(&Method::GET, "/health"), Access::Open);
         assert_eq!(access(&Method::GET, "/openapi.json"), Access::Open);
+        assert_eq!(access(&Method::GET, "/"), Access::Open);
+        assert_eq!(access(&Method::GET, "/ui/0123abcd/app.js"), Access::Open);
+        assert_eq!(access(&Method::POST, "/"), Access::Change);
+        assert_eq!(access(&Method::GET, "/uix"), Access::Read);
         assert_eq!(access(&Method::POST, "/health"), Access::Change);
         assert_eq!(access(&Method::GET, "/tasks/1"), Access::Read);
         assert_eq!(access(&Method::HEAD, "/plugins"), Access::Read);

@@ -9,6 +9,7 @@
 pub mod alerts;
 pub mod auth;
 pub mod client;
+pub mod dashboard;
 pub mod error;
 pub mod guard;
 pub mod health;
@@ -154,6 +155,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     let body_limit = state.config.max_body_bytes;
     let host_policy = Arc::new(guard::HostPolicy::new(&state.config));
     routes
+        .merge(dashboard::routes())
         .route(
             "/openapi.json",
             get(move |State(state): State<Arc<AppState>>| async move {

@@ -1,0 +1,86 @@
+// One task: its state, payload, every attempt, log, progress, result or last error, and when
+// it is expected to be done; retry and cancel.
+
+import * as api from '../api.js';
+import { h, add, fill, duration, errorBox, json, relative, shortVersion, status, table, time } from '../dom.js';
+
+export default {
+  title: 'Task',
+  mount(root, id) {
+    const message = h('div', { id: 'task-message' });
+    const body = h('div', { id: 'task' });
+    add(root, h('h1', {}, `Task #${id ?? '?'}`), message, body);
+
+    async function act(action) {
+      try {
+        await api.post(`/tasks/${id}/${action}`);
+        fill(message, h('div', { class: 'notice ok' }, action === 'retry' ? 'Re-queued.' : 'Cancelled.'));
+      } catch (error) {
+        fill(message, errorBox(error));
+      }
+      await refresh();
+    }
+
+    async function refresh() {
+      if (!/^\d+$/.test(id ?? '')) {
+        fill(body, errorBox('No task id in the address: open #/task/ID.'));
+        return;
+      }
+      let t;
+      try {
+        t = await api.get(`/tasks/${id}`);
+      } catch (error) {
+        if (error.status !== 404) throw error;
+        fill(body, errorBox(error));
+        return;
+      }
+      const final = ['done', 'failed', 'cancelled'].includes(t.status);
+      const facts = [
+        ['Status', status(t.status)],
+        ['Type', t.task_type],
+        ['Priority', t.priority],
+        ['Attempts', `${t.attempts} (retries used ${t.retry_count} of ${t.max_retry})`],
+        ['Created', time(t.created_at)],
+        ['Next run', t.status === 'pending' ? `${time(t.next_run_at)} (${relative(t.next_run_at)})` : '—'],
+        ['Last attempt started', time(t.attempted_at)],
+        ['Finished', time(t.finished_at)],
+        ['Estimated done', final ? '—' : t.estimated_done_at ? `${time(t.estimated_done_at)} (${relative(t.estimated_done_at)})` : 'no estimate yet'],
+        ['Running on', t.lease_owner ? `${t.lease_owner} (lease until ${time(t.lease_expires_at)})` : '—'],
+        ['Plugin version', h('code', { title: t.plugin_version ?? '' }, shortVersion(t.plugin_version))],
+        ['Idempotency key', t.idempotency_key ?? '—'],
+      ];
+      fill(body, 
+        h('div', { class: 'toolbar' },
+          ['failed', 'cancelled'].includes(t.status) ? h('button', { type: 'button', id: 'task-retry', onclick: () => act('retry') }, 'Retry') : null,
+          ['pending', 'running'].includes(t.status) ? h('button', { type: 'button', id: 'task-cancel', class: 'danger', onclick: () => act('cancel') }, 'Cancel') : null),
+        h('section', { class: 'panel' },
+          h('dl', { class: 'facts' }, facts.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
+          t.progress != null
+            ? h('div', { class: 'progress' }, h('progress', { max: 100, value: t.progress }), ` ${t.progress}%`, t.progress_note ? ` · ${t.progress_note}` : '')
+            : null),
+        t.last_error ? h('section', { class: 'panel' }, h('h2', {}, 'Last error'), h('pre', { class: 'error-text', id: 'task-error' }, t.last_error)) : null,
+        h('div', { class: 'grid2' },
+          h('section', { class: 'panel' }, h('h2', {}, 'Payload'), h('pre', { id: 'task-payload' }, json(t.payload))),
+          h('section', { class: 'panel' }, h('h2', {}, 'Result'), h('pre', { id: 'task-result' }, json(t.result)))),
+        h('section', { class: 'panel' }, h('h2', {}, 'Log'),
+          t.log ? h('pre', { class: 'log', id: 'task-log' }, t.log) : h('p', { class: 'muted', id: 'task-log-empty' }, 'No log lines.')),
+        h('section', { class: 'panel', id: 'task-attempts' }, h('h2', {}, 'Attempts'),
+          Array.isArray(t.history)
+            ? table(['#', 'Host', 'Plugin', 'Started', 'Ended', 'Took', 'Outcome', 'Error', 'Log'], t.history, (a) => [
+              a.attempt, a.host ?? '—', h('code', { title: a.plugin_version ?? '' }, shortVersion(a.plugin_version)),
+              time(a.started_at), time(a.finished_at),
+              a.started_at ? duration(Date.parse(a.finished_at) - Date.parse(a.started_at)) : '—',
+              status(a.outcome),
+              a.error ? h('span', { class: 'error-text' }, a.error) : '—',
+              a.log ? h('details', {}, h('summary', {}, 'log'), h('pre', { class: 'log' }, a.log)) : '—',
+            ], 'No attempt has finished yet.')
+            : h('p', { class: 'muted' }, 'This host keeps only the latest attempt (above): its GET /tasks/{id} has no attempt history.'),
+          Array.isArray(t.history) && t.attempts > t.history.length + (t.status === 'running' ? 1 : 0)
+            ? h('p', { class: 'muted small' }, `${t.attempts} attempts in all; the first and the latest are kept.`)
+            : null),
+      );
+    }
+
+    return { refresh };
+  },
+};
