@@ -352,13 +352,36 @@ fn building_into_a_served_folder_deploys_and_hot_swaps() {
     );
     assert_eq!(done["result"]["length"], 5, "{done:#}");
 
-    // Rebuilding without a change leaves the served build alone.
+    // Rebuilding without a change leaves the served build alone; so does saving a source
+    // again without changing it (the build goes by contents, not modification times).
     build();
+    let source = project.join("greet.c");
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&source, std::fs::read(&source).unwrap()).unwrap();
+    let output = build();
+    assert!(output.contains("is up to date"), "{output}");
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(serving_version().unwrap(), first_version);
 
+    // A manifest the host would refuse fails the build with the host's message, and nothing
+    // reaches the plugin folder.
+    let manifest = project.join("greet.toml");
+    std::fs::write(&manifest, "max_retyr = 2\n").unwrap();
+    let (ok, text) = crate::util::try_spool_plugin(&[
+        "build",
+        project.to_str().unwrap(),
+        "--plugins",
+        plugins.to_str().unwrap(),
+    ]);
+    assert!(
+        !ok && text.contains("greet.toml: invalid manifest:"),
+        "{text}"
+    );
+    assert!(text.contains("max_retyr"), "{text}");
+    assert!(!plugins.join("greet.toml").exists(), "{text}");
+    std::fs::remove_file(&manifest).unwrap();
+
     // A changed source, rebuilt into the same folder, replaces the build while the host runs.
-    let source = project.join("greet.c");
     let code = std::fs::read_to_string(&source).unwrap();
     // The C source spells the field as an escaped string: \"length\".
     assert!(

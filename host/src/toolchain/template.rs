@@ -127,7 +127,11 @@ pub fn new_project(language: Language, name: &str, parent: &Path) -> Result<Path
     if language == Language::Rust {
         written.push(("spool-sdk/wit/handler.wit".into(), HANDLER_WIT.into()));
     }
-    written.push((".gitignore".into(), "target/\nnode_modules/\n".into()));
+    // Outputs and caches, never sources (they are not part of a build's fingerprint either).
+    written.push((
+        ".gitignore".into(),
+        "target/\nnode_modules/\n__pycache__/\n.zig-cache/\n".into(),
+    ));
     written.push(("README.md".into(), readme(language, name)));
     for (path, contents) in written {
         let path = dir.join(path);
