@@ -44,6 +44,8 @@ enum Command {
     Alert(AlertCommand),
     /// List a host's plugins: task types, versions, policies, capabilities, load errors.
     Plugins(PluginsArgs),
+    /// List periodic tasks: source, cron or interval, time zone, next run, last tick enqueued.
+    Schedules(SchedulesArgs),
     /// Write handlers: start one from a template, build one into the plugin folder.
     #[command(subcommand)]
     Plugin(PluginCommand),
@@ -182,6 +184,15 @@ struct TasksArgs {
 }
 
 #[derive(Args)]
+struct SchedulesArgs {
+    /// Print the full JSON instead of a table
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Args)]
 struct PluginsArgs {
     /// Show this task type's plugin in full (its whole load error included)
     name: Option<String>,
@@ -251,6 +262,15 @@ fn main() -> Result<()> {
                         print_plugins(&plugins);
                         Ok(())
                     }
+                }
+            }
+            Command::Schedules(args) => {
+                let schedules = args.client.client().schedules().await?;
+                if args.json {
+                    print_json(&schedules)
+                } else {
+                    print_schedules(&schedules);
+                    Ok(())
                 }
             }
             Command::Plugin(_) => unreachable!("handled before the runtime starts"),
@@ -591,4 +611,43 @@ fn print_plugin(view: &Value, name: &str, json: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The periodic tasks as a table: one line each.
+fn print_schedules(view: &Value) {
+    let text = |value: &Value| match value {
+        Value::String(text) => text.clone(),
+        Value::Null => "-".to_string(),
+        other => other.to_string(),
+    };
+    println!(
+        "{:<16} {:<12} {:<10} {:<24} {:<24} {:<24}  LAST TASK",
+        "TYPE", "NAME", "SOURCE", "WHEN", "NEXT RUN", "LAST TICK"
+    );
+    for schedule in view["schedules"].as_array().into_iter().flatten() {
+        let when = match (schedule["cron"].as_str(), schedule["every"].as_str()) {
+            (Some(cron), _) if schedule["timezone"] == "UTC" => cron.to_string(),
+            (Some(cron), _) => format!("{cron} {}", text(&schedule["timezone"])),
+            (None, Some(every)) => format!("every {every}"),
+            _ => "-".to_string(),
+        };
+        let loaded = if schedule["plugin_loaded"] == true {
+            ""
+        } else {
+            "  (no plugin here: its tasks wait)"
+        };
+        println!(
+            "{:<16} {:<12} {:<10} {:<24} {:<24} {:<24}  {}{loaded}",
+            text(&schedule["task_type"]),
+            text(&schedule["name"]),
+            text(&schedule["source"]),
+            when,
+            text(&schedule["next_run_at"]),
+            text(&schedule["last_tick"]),
+            text(&schedule["last_task_id"]),
+        );
+    }
+    if view["leading"] != true {
+        println!("(this host does not lead: the leading host enqueues the ticks and knows the last ones)");
+    }
 }

@@ -97,6 +97,11 @@ impl Client {
             .await
     }
 
+    /// `GET /schedules`.
+    pub async fn schedules(&self) -> Result<Value, ClientError> {
+        self.read(self.http.get(self.url("/schedules"))).await
+    }
+
     /// `GET /plugins`.
     pub async fn plugins(&self) -> Result<Value, ClientError> {
         self.read(self.http.get(self.url("/plugins"))).await

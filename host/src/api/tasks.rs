@@ -150,11 +150,12 @@ pub struct EnqueueRequest {
     pub max_retry: Option<u32>,
     /// At most one task per (task type, key): enqueueing the same key again returns the
     /// existing task with `duplicate: true`. 1 to 255 characters, no control characters
-    /// (every backend can store and compare the key exactly).
+    /// (every backend can store and compare the key exactly), not starting with `spool:`
+    /// (reserved for the keys the host makes: scheduled ticks, follow-up tasks).
     #[schema(
         min_length = 1,
         max_length = 255,
-        pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$"
+        pattern = "^(?!spool:)[^\\x00-\\x1f\\x7f-\\x9f]*$"
     )]
     pub idempotency_key: Option<String>,
 }
@@ -541,6 +542,14 @@ fn new_task(
     now: DateTime<Utc>,
 ) -> Result<NewTask, ApiError> {
     check_payload(&request.payload)?;
+    if let Some(key) = &request.idempotency_key
+        && key.starts_with(crate::schedule::RESERVED_KEY_PREFIX)
+    {
+        return Err(ApiError::invalid(format!(
+            "idempotency_key {key:?}: keys starting with `{}` are reserved for the keys the host makes (scheduled ticks, follow-up tasks); choose another key",
+            crate::schedule::RESERVED_KEY_PREFIX
+        )));
+    }
     let run_at = match (request.run_at, &request.delay) {
         (Some(_), Some(_)) => {
             return Err(ApiError::invalid("give either run_at or delay, not both"));

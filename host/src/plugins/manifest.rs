@@ -37,6 +37,12 @@
 //!
 //! [effects]
 //! retention = "30d"      # how long the effect ledger remembers a recorded effect
+//!
+//! [[schedule]]           # a periodic task of this type (see crate::schedule); repeatable
+//! name = "nightly"
+//! cron = "0 3 * * *"     # or every = "15m"
+//! timezone = "Europe/Berlin"
+//! payload = { full = true }
 //! ```
 //! `max_snoozes` (default 100) caps how many times in a row a task may snooze; the next snooze
 //! counts as a failed attempt.
@@ -115,6 +121,9 @@ pub struct Manifest {
     pub max_snoozes: Option<u32>,
     pub kv: Option<KvSection>,
     pub effects: Option<EffectsSection>,
+    /// Periodic tasks of this type ([`crate::schedule`]).
+    #[serde(default)]
+    pub schedule: Vec<crate::schedule::ScheduleEntry>,
 }
 
 /// The `[kv]` table: what the type may keep in its key-value store.
@@ -329,6 +338,8 @@ pub struct Policy {
     /// How long the effect ledger remembers the type's effects.
     pub effect_retention: Duration,
     pub capabilities: Capabilities,
+    /// The type's periodic tasks, from its `[[schedule]]` entries.
+    pub schedules: Vec<crate::schedule::ScheduleSpec>,
 }
 
 impl Manifest {
@@ -434,6 +445,11 @@ impl Manifest {
                 ));
             }
         }
+        crate::schedule::check_entries(
+            &manifest.schedule,
+            crate::schedule::Source::Manifest,
+            chrono::Utc::now(),
+        )?;
         for (i, dir) in manifest.dirs.iter().enumerate() {
             if let Err(problem) = grants::check_host_path(&dir.host) {
                 return Err(format!("dirs[{i}].host = {:?}: {problem}", dir.host));
@@ -513,6 +529,14 @@ impl Manifest {
                     .unwrap_or_default(),
                 enqueue: self.enqueue_grant()?,
             },
+            schedules: crate::schedule::check_entries(
+                &self.schedule,
+                crate::schedule::Source::Manifest,
+                chrono::Utc::now(),
+            )?
+            .into_iter()
+            .map(|(_, spec)| spec)
+            .collect(),
         })
     }
 
@@ -783,6 +807,26 @@ mod tests {
         assert!(!caps.http_permits("evil.example.com", 443));
         assert!(!caps.http_permits("api.example.com.evil.net", 443));
         assert!(!Capabilities::default().http_permits("api.example.com", 443));
+    }
+
+    #[test]
+    fn schedules_are_read_and_checked() {
+        let (_dir, root) = root_with(&[]);
+        let policy = Manifest::parse(
+            "[[schedule]]\nname = \"nightly\"\ncron = \"0 3 * * *\"\ntimezone = \"Europe/Berlin\"\npayload = { full = true }\n[[schedule]]\nname = \"sweep\"\nevery = \"15m\"\n",
+        )
+        .unwrap()
+        .resolve(&Defaults::default(), &root)
+        .unwrap();
+        let names: Vec<&str> = policy.schedules.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["nightly", "sweep"]);
+        assert_eq!(policy.schedules[0].payload, r#"{"full":true}"#);
+        let error =
+            Manifest::parse("[[schedule]]\ncron = \"0 3 * * *\"\ntimezone = \"Mars/Olympus\"\n")
+                .unwrap_err();
+        assert!(error.starts_with("schedule[0].timezone"), "{error}");
+        let error = Manifest::parse("[[schedule]]\nevery = \"1h\"\nevry = 1\n").unwrap_err();
+        assert!(error.contains("evry"), "{error}");
     }
 
     #[test]

@@ -370,6 +370,10 @@ mod tests {
         let text = match name {
             "python_raise" => include_str!("guest_error/python_raise.log"),
             "python_dict" => include_str!("guest_error/python_dict.log"),
+            "python_template_raise" => include_str!("guest_error/python_template_raise.log"),
+            "javascript_template_throw" => {
+                include_str!("guest_error/javascript_template_throw.log")
+            }
             "javascript_throw" => include_str!("guest_error/javascript_throw.log"),
             "javascript_object" => include_str!("guest_error/javascript_object.log"),
             "c_assert" => include_str!("guest_error/c_assert.log"),
@@ -397,6 +401,27 @@ mod tests {
         assert_eq!(
             recognized("python_raise"),
             "uncaught Python exception ValueError: the ledger is corrupt: hi (traceback, most recent call last: /0/app.py:31 in handle → /0/app.py:30 in inner)"
+        );
+    }
+
+    #[test]
+    fn tracebacks_through_the_templates_check_show_the_last_frames() {
+        assert_eq!(
+            recognized("python_template_raise"),
+            "uncaught Python exception ValueError: the ledger is corrupt: hi (traceback, most recent call last: /0/spool_handler.py:23 in checked_handle → /0/app.py:40 in handle → /0/app.py:39 in inner)"
+        );
+    }
+
+    #[test]
+    fn the_javascript_templates_stack_shows_where_the_error_was_thrown() {
+        let text = recognized("javascript_template_throw");
+        assert!(
+            text.starts_with("uncaught JavaScript exception TypeError: the ledger is corrupt: hi"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("(stack: inner@app.js:56:29 ← work@app.js:57:38 ← handle@app.js:26:14)"),
+            "{text}"
         );
     }
 
