@@ -182,6 +182,25 @@ pub struct Settings {
     #[arg(long, env = "SPOOL_EFFECT_RETENTION", value_parser = humantime::parse_duration)]
     #[serde(default, with = "humantime_serde")]
     pub effect_retention: Option<Duration>,
+    /// Move finished tasks to the archive table and purge the archive, on the leading host (false: keep every task in the live table) [default: true]
+    #[arg(long, env = "SPOOL_ARCHIVE")]
+    pub archive: Option<bool>,
+    /// Done and cancelled tasks move to the archive this long after they finished, e.g. 30d [default: 30d]
+    #[arg(long, env = "SPOOL_ARCHIVE_AFTER", value_parser = humantime::parse_duration)]
+    #[serde(default, with = "humantime_serde")]
+    pub archive_after: Option<Duration>,
+    /// Failed tasks (dead letters) stay retryable in the live table this long, then move to the archive [default: 90d]
+    #[arg(long, env = "SPOOL_DEAD_LETTER_RETENTION", value_parser = humantime::parse_duration)]
+    #[serde(default, with = "humantime_serde")]
+    pub dead_letter_retention: Option<Duration>,
+    /// Archived tasks are purged (with their effects and attempt history) this long after they were archived [default: 365d]
+    #[arg(long, env = "SPOOL_ARCHIVE_RETENTION", value_parser = humantime::parse_duration)]
+    #[serde(default, with = "humantime_serde")]
+    pub archive_retention: Option<Duration>,
+    /// How often the leading host archives and purges [default: 5m]
+    #[arg(long, env = "SPOOL_ARCHIVE_INTERVAL", value_parser = humantime::parse_duration)]
+    #[serde(default, with = "humantime_serde")]
+    pub archive_interval: Option<Duration>,
     /// Alert rules, channels and cool-down: the `[alerts]` table of spool.toml only (see
     /// [`crate::alerts::config`]).
     #[arg(skip)]
@@ -191,6 +210,10 @@ pub struct Settings {
     #[arg(long, env = "SPOOL_MAX_WAIT", value_parser = humantime::parse_duration)]
     #[serde(default, with = "humantime_serde")]
     pub max_wait: Option<Duration>,
+    /// Periodic tasks (`[[schedule]]` tables, spool.toml only; see [`crate::schedule`]).
+    #[arg(skip)]
+    #[serde(default)]
+    pub schedule: Vec<crate::schedule::ScheduleEntry>,
 }
 
 impl Settings {
@@ -231,6 +254,16 @@ impl Settings {
             kv_max_keys: self.kv_max_keys.or(lower.kv_max_keys),
             kv_max_bytes: self.kv_max_bytes.or(lower.kv_max_bytes),
             effect_retention: self.effect_retention.or(lower.effect_retention),
+            schedule: if self.schedule.is_empty() {
+                lower.schedule
+            } else {
+                self.schedule
+            },
+            archive: self.archive.or(lower.archive),
+            archive_after: self.archive_after.or(lower.archive_after),
+            dead_letter_retention: self.dead_letter_retention.or(lower.dead_letter_retention),
+            archive_retention: self.archive_retention.or(lower.archive_retention),
+            archive_interval: self.archive_interval.or(lower.archive_interval),
             alerts: self.alerts.or(lower.alerts),
         }
     }
@@ -322,6 +355,12 @@ pub struct Config {
     pub pooling: bool,
     /// The largest plugin file loaded.
     pub max_plugin_bytes: usize,
+    /// Periodic tasks declared in spool.toml.
+    pub schedules: Vec<crate::schedule::Schedule>,
+    /// How long finished tasks stay in the live table and in the archive; `None`: no archiving.
+    pub retention: Option<crate::worker::archiver::Retention>,
+    /// How often the leading host archives and purges.
+    pub archive_interval: Duration,
     /// Alert rules and channels (`[alerts]`).
     pub alerts: crate::alerts::config::AlertsConfig,
 }
@@ -357,6 +396,12 @@ impl Config {
                 "backoff_jitter = {jitter}: use a fraction between 0 and 1"
             )));
         }
+        let retention = retention(&settings)?;
+        let archive_interval = positive(
+            settings.archive_interval,
+            "archive_interval",
+            crate::worker::archiver::DEFAULT_ARCHIVE_INTERVAL,
+        )?;
         let lease = positive(settings.lease, "lease", DEFAULT_LEASE)?;
         let api_token = settings.api_token.filter(|t| !t.is_empty());
         let read_token = settings.read_token.filter(|t| !t.is_empty());
@@ -403,6 +448,7 @@ impl Config {
         let plugin_dir = settings
             .plugins
             .unwrap_or_else(|| DEFAULT_PLUGIN_DIR.into());
+        let schedules = schedules(&settings.schedule, max_payload_bytes)?;
         Ok(Config {
             database_url: settings
                 .database_url
@@ -486,6 +532,9 @@ impl Config {
                 "max_plugin_size",
                 DEFAULT_MAX_PLUGIN_SIZE,
             )?,
+            schedules,
+            retention,
+            archive_interval,
             alerts: crate::alerts::config::AlertsConfig::from_settings(
                 settings.alerts,
                 settings
@@ -515,6 +564,67 @@ impl Config {
     pub fn heartbeat_interval(&self) -> Duration {
         self.lease / 3
     }
+}
+
+/// The retention settings, validated: `None` when archiving is turned off (`archive = false`).
+pub fn retention(
+    settings: &Settings,
+) -> Result<Option<crate::worker::archiver::Retention>, ConfigError> {
+    use crate::worker::archiver::Retention;
+    if settings.archive == Some(false) {
+        return Ok(None);
+    }
+    let defaults = Retention::default();
+    let positive = |value: Option<Duration>, name: &str, default: Duration| {
+        let value = value.unwrap_or(default);
+        if value.is_zero() {
+            Err(ConfigError(format!(
+                "{name} must be longer than zero; to keep every task, set archive = false"
+            )))
+        } else {
+            Ok(value)
+        }
+    };
+    Ok(Some(Retention {
+        after: positive(settings.archive_after, "archive_after", defaults.after)?,
+        dead_letters: positive(
+            settings.dead_letter_retention,
+            "dead_letter_retention",
+            defaults.dead_letters,
+        )?,
+        archive: positive(
+            settings.archive_retention,
+            "archive_retention",
+            defaults.archive,
+        )?,
+    }))
+}
+
+/// The `[[schedule]]` tables of spool.toml, checked; payloads within `max_payload`.
+fn schedules(
+    entries: &[crate::schedule::ScheduleEntry],
+    max_payload: usize,
+) -> Result<Vec<crate::schedule::Schedule>, ConfigError> {
+    use crate::schedule::{Schedule, Source, check_entries};
+    let checked = check_entries(entries, Source::Config, chrono::Utc::now())
+        .map_err(|e| ConfigError(format!("spool.toml {e}")))?;
+    checked
+        .into_iter()
+        .enumerate()
+        .map(|(i, (task_type, spec))| {
+            if spec.payload.len() > max_payload {
+                return Err(ConfigError(format!(
+                    "spool.toml schedule[{i}].payload is {} bytes as JSON; at most {max_payload} (max_payload)",
+                    spec.payload.len()
+                )));
+            }
+            Ok(Schedule {
+                source: Source::Config,
+                task_type: task_type.expect("spool.toml schedules name their type"),
+                spec,
+            })
+        })
+        .collect()
 }
 
 /// `plugin-data` beside the plugin folder: `plugins` → `plugin-data`, `/srv/spool/plugins` →

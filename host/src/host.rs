@@ -196,6 +196,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         tracing::info!("woken by the database on every enqueue, from any host or application");
     }
     let in_flight = Arc::new(InFlight::default());
+    let paused = Arc::new(crate::worker::paused::PausedTypes::default());
     let estimates = Arc::new(crate::worker::estimates::Estimates::default());
     let finished = Arc::new(crate::worker::finished::Finished::default());
     let (completer, updates) = Completer::new(store.clone(), shutdown.clone());
@@ -225,6 +226,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         log_bytes: sandbox::output::DEFAULT_LOG_LIMIT,
         wake: wake.clone(),
         shutdown: shutdown.clone(),
+        paused: paused.clone(),
     };
     let lease_keeper = LeaseKeeper {
         store: store.clone(),
@@ -282,6 +284,28 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         leadership: leadership.clone(),
         shutdown: shutdown.clone(),
     };
+    // Retention: finished tasks move to the archive, on the leader (crate::worker::archiver).
+    let archiver = config
+        .retention
+        .map(|retention| crate::worker::archiver::Archiver {
+            store: store.clone(),
+            retention,
+            interval: config.archive_interval,
+            leadership: leadership.clone(),
+            shutdown: shutdown.clone(),
+        });
+    // Periodic tasks, enqueued by the leader (crate::worker::scheduler).
+    let schedule_board = Arc::new(crate::worker::scheduler::ScheduleBoard::default());
+    let scheduler = crate::worker::scheduler::Scheduler {
+        store: store.clone(),
+        registry: registry.clone(),
+        configured: config.schedules.clone(),
+        default_max_retry: config.defaults.max_retry,
+        leadership: leadership.clone(),
+        wake: wake.clone(),
+        board: schedule_board.clone(),
+        shutdown: shutdown.clone(),
+    };
     let app = api::router(Arc::new(AppState {
         store: store.clone(),
         registry,
@@ -295,7 +319,9 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         failures: failures.clone(),
         finished,
         shutdown: shutdown.clone(),
+        schedules: schedule_board,
         stats: Arc::default(),
+        paused,
         alerts,
     }));
 
@@ -313,6 +339,8 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     );
     let lease_keeper = tokio::spawn(lease_keeper.run());
     let rescuer = tokio::spawn(rescuer.run());
+    let scheduler = tokio::spawn(scheduler.run());
+    let archiver = archiver.map(|archiver| tokio::spawn(archiver.run()));
     let sampler = tokio::spawn(sampler.run());
     let alert_service = tokio::spawn(alert_service.run());
     let elector = tokio::spawn(elector.run());
@@ -337,6 +365,10 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         stopping.request(Stage::Immediate);
         let _ = lease_keeper.await;
         let _ = rescuer.await;
+        let _ = scheduler.await;
+        if let Some(archiver) = archiver {
+            let _ = archiver.await;
+        }
         let _ = sampler.await;
         let _ = alert_service.await;
         let _ = elector.await;

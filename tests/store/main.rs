@@ -71,14 +71,18 @@ pub async fn fresh(backend: Backend) -> Option<Fixture> {
     })
 }
 
-/// Runs each named test of [`contract`] once per backend.
+/// Runs each named test of [`contract`] (or of the module named before a colon, invoked inside
+/// that module: `on_every_backend!(control: a, b)`) once per backend.
 macro_rules! on_every_backend {
     ($($test:ident),* $(,)?) => {
+        on_every_backend!(contract: $($test),*);
+    };
+    ($suite:ident: $($test:ident),* $(,)?) => {
         mod sqlite {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $test() {
                 let fixture = crate::fresh(spool::store::Backend::Sqlite).await.unwrap();
-                crate::contract::$test(&fixture).await;
+                crate::$suite::$test(&fixture).await;
                 fixture.store.close().await;
             })*
         }
@@ -86,7 +90,7 @@ macro_rules! on_every_backend {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $test() {
                 let Some(fixture) = crate::fresh(spool::store::Backend::Postgres).await else { return };
-                crate::contract::$test(&fixture).await;
+                crate::$suite::$test(&fixture).await;
                 fixture.store.close().await;
             })*
         }
@@ -94,7 +98,7 @@ macro_rules! on_every_backend {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $test() {
                 let Some(fixture) = crate::fresh(spool::store::Backend::MySql).await else { return };
-                crate::contract::$test(&fixture).await;
+                crate::$suite::$test(&fixture).await;
                 fixture.store.close().await;
             })*
         }
@@ -124,3 +128,8 @@ on_every_backend!(
     stats_finished_between_counts_outcomes_and_attempt_times,
     stats_history_round_trips_replaces_and_prunes,
 );
+
+mod alerts;
+mod control;
+mod archive;
+mod history;

@@ -7,14 +7,17 @@
 //! serialize; a hand-written spec drifts.
 
 pub mod alerts;
+pub mod archived;
 pub mod auth;
 pub mod client;
+pub mod control;
 pub mod dashboard;
 pub mod error;
 pub mod guard;
 pub mod health;
 pub mod metrics;
 pub mod plugins;
+pub mod schedules;
 pub mod server;
 pub mod spec;
 pub mod stats;
@@ -62,8 +65,12 @@ pub struct AppState {
     pub finished: Arc<crate::worker::finished::Finished>,
     /// Ends waiting requests when the host stops.
     pub shutdown: crate::shutdown::Shutdown,
+    /// What this host knows of the periodic tasks' ticks (`GET /schedules`).
+    pub schedules: Arc<crate::worker::scheduler::ScheduleBoard>,
     /// The backlog, read at most every few seconds for `GET /stats` and `GET /metrics`.
     pub stats: Arc<stats::BacklogCache>,
+    /// Task types paused on this database, as this host's dispatcher obeys them.
+    pub paused: Arc<crate::worker::paused::PausedTypes>,
     /// Alert channels, this host's firing alerts and the drill.
     pub alerts: Arc<crate::alerts::Alerts>,
 }
@@ -124,15 +131,21 @@ fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
         .routes(routes!(tasks::get_task))
         .routes(routes!(tasks::list_tasks))
         .routes(routes!(health::health))
+        .routes(routes!(schedules::list_schedules))
         .routes(routes!(plugins::list_plugins))
         .routes(routes!(stats::get_stats))
         .routes(routes!(metrics::get_metrics))
+        .routes(routes!(control::list_types))
         .routes(routes!(alerts::get_alerts));
     let writes = OpenApiRouter::new()
         .routes(routes!(tasks::enqueue))
         .routes(routes!(tasks::enqueue_batch))
         .routes(routes!(tasks::retry_task))
         .routes(routes!(tasks::cancel_task))
+        .routes(routes!(control::retry_tasks))
+        .routes(routes!(control::discard_tasks))
+        .routes(routes!(control::pause_type))
+        .routes(routes!(control::resume_type))
         .routes(routes!(alerts::drill));
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(reads)

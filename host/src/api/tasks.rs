@@ -295,9 +295,11 @@ pub struct TaskView {
     #[schema(value_type = Value)]
     pub payload: serde_json::Value,
     pub priority: i32,
-    /// Attempts started so far.
+    /// Attempts started so far: one per claim, the running one included, and ones handed back
+    /// at shutdown too. Never reset (an API retry resets `retry_count`, not this).
     pub attempts: u32,
-    /// Failed attempts so far.
+    /// Retries scheduled so far: failed attempts that sent the task back to pending (a dead
+    /// letter's last attempt schedules none). Reset by an API retry.
     pub retry_count: u32,
     /// Retries allowed after the first attempt.
     pub max_retry: u32,
@@ -308,7 +310,8 @@ pub struct TaskView {
     /// otherwise the text as a string.
     #[schema(value_type = Value)]
     pub result: Option<serde_json::Value>,
-    /// The latest failure's message.
+    /// The latest failed attempt's error; `null` once an attempt succeeded (`history` keeps
+    /// every attempt's error).
     pub last_error: Option<String>,
     /// Latest progress the handler reported (0–100) and its note.
     pub progress: Option<u8>,
@@ -329,19 +332,25 @@ pub struct TaskView {
     /// Given in enqueue answers and by `GET /tasks/{id}` for a pending or running task; `null`
     /// otherwise, and while no attempt of the type has finished on this host.
     pub estimated_done_at: Option<DateTime<Utc>>,
+    /// True for a task that moved to the archive (finished tasks move there after the host's
+    /// `archive_after`, dead letters after `dead_letter_retention`): only `GET /tasks/{id}`
+    /// finds it; listings show the live table; it cannot be retried.
+    #[serde(default)]
+    pub archived: bool,
+    /// When the task moved to the archive; `null` while it is in the live table.
+    #[serde(default)]
+    pub archived_at: Option<DateTime<Utc>>,
 }
 
 impl From<Task> for TaskView {
     fn from(task: Task) -> Self {
-        let attempts =
-            task.retry_count + u32::from(matches!(task.status, Status::Running | Status::Done));
         TaskView {
             id: task.id,
             task_type: task.task_type,
             status: task.status,
             payload: task.payload,
             priority: task.priority,
-            attempts,
+            attempts: task.attempts,
             retry_count: task.retry_count,
             max_retry: task.max_retry,
             next_run_at: task.next_run_at,
@@ -361,8 +370,20 @@ impl From<Task> for TaskView {
             created_at: task.created_at,
             updated_at: task.updated_at,
             estimated_done_at: None,
+            archived: false,
+            archived_at: None,
         }
     }
+}
+
+/// One task with its attempt history, as `GET /tasks/{id}` shows it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TaskDetail {
+    #[serde(flatten)]
+    pub task: TaskView,
+    /// The task's attempts, oldest first: the first and the latest
+    /// 20 are kept in full (`attempts` counts them all).
+    pub history: Vec<crate::store::history::AttemptRecord>,
 }
 
 /// The answer to an enqueue.
@@ -524,6 +545,14 @@ pub struct ListQuery {
     /// Only tasks with smaller ids: pass the previous page's `next_before`.
     #[param(value_type = Option<i64>)]
     pub before: Option<TaskId>,
+    /// Only tasks whose last error contains this text (case-sensitive), 1 to 1000 characters.
+    #[param(min_length = 1, max_length = 1000)]
+    pub error_contains: Option<String>,
+    /// Only tasks whose time is at or after this (RFC 3339): when they finished (done, failed,
+    /// cancelled), or when they were created if they have not finished.
+    pub since: Option<DateTime<Utc>>,
+    /// Only tasks whose time (as for `since`) is before this.
+    pub until: Option<DateTime<Utc>>,
 }
 
 /// A page of tasks, newest first.
@@ -667,21 +696,21 @@ pub async fn enqueue_batch(
     Ok((StatusCode::CREATED, Json(BatchResponse { tasks })))
 }
 
-/// Read one task: status, attempts, progress, result or last error. With `wait`, a long-poll:
-/// the answer comes as soon as the task is done, failed or cancelled, or when the wait ends
-/// (with the task as it is then).
+/// Read one task: status, attempts with their history, progress, result or last error. With
+/// `wait`, a long-poll: the answer comes as soon as the task is done, failed or cancelled, or
+/// when the wait ends (with the task as it is then).
 #[utoipa::path(get, path = "/tasks/{id}", tag = "tasks",
     params(("id" = i64, Path, description = "Task id"), WaitQuery),
     responses(
-        (status = 200, description = "The task (when waiting: final, or as it is when the wait ended)", body = TaskView),
+        (status = 200, description = "The task and its attempt history (when waiting: final, or as it is when the wait ended)", body = TaskDetail),
         (status = 400, description = "The id is not a whole number within 64 bits, or `wait` is not a duration up to the host's `max_wait`", body = ErrorBody),
-        (status = 404, description = "No such task", body = ErrorBody),
+        (status = 404, description = "No such task, in the live table or the archive", body = ErrorBody),
     ))]
 pub async fn get_task(
     State(state): State<Arc<AppState>>,
     ApiPath(id): ApiPath<TaskId>,
     query: Result<Query<WaitQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<TaskView>, ApiError> {
+) -> Result<Json<TaskDetail>, ApiError> {
     let Query(query) = query?;
     let max = state.config.max_wait;
     let wait = match &query.wait {
@@ -695,7 +724,18 @@ pub async fn get_task(
     };
     // Subscribed before the read: a completion committed after it wakes the wait below.
     let finished = wait.map(|_| state.finished.subscribe());
-    let mut task = read_task(&state, id).await?;
+    let mut task = match read_task(&state, id).await {
+        // Not in the live table: an archived task is final, so there is nothing to wait for.
+        Err(error) if error.status == StatusCode::NOT_FOUND => {
+            let view = super::archived::find(&state, id).await?;
+            let history = state.store.attempt_history(id).await?;
+            return Ok(Json(TaskDetail {
+                task: view,
+                history,
+            }));
+        }
+        read => read?,
+    };
     if let (Some(wait), Some(mut finished)) = (wait, finished) {
         let deadline = tokio::time::Instant::now() + wait;
         let stopping = state.shutdown.reached(crate::shutdown::Stage::Graceful);
@@ -723,9 +763,13 @@ pub async fn get_task(
         }
     }
     let estimated_done_at = estimate_one(&state, &task).await?;
+    let history = state.store.attempt_history(id).await?;
     let mut view = TaskView::from(task);
     view.estimated_done_at = estimated_done_at;
-    Ok(Json(view))
+    Ok(Json(TaskDetail {
+        task: view,
+        history,
+    }))
 }
 
 /// One task, or 404.
@@ -736,9 +780,10 @@ async fn read_task(state: &AppState, id: TaskId) -> Result<Task, ApiError> {
     }
 }
 
-/// List tasks, newest first, optionally by status and type. A page ends at `limit` tasks, or
+/// List tasks, newest first, optionally by status, type, error text and time. A page ends at `limit` tasks, or
 /// earlier once its tasks' payloads, results, logs and errors reach 4 MiB; `next_before` then
-/// continues it.
+/// continues it. Listings show the live table: tasks moved to the archive are found by id only
+/// (`GET /tasks/{id}`).
 #[utoipa::path(get, path = "/tasks", tag = "tasks", params(ListQuery),
     responses(
         (status = 200, description = "A page of tasks", body = TaskPage),
@@ -762,11 +807,23 @@ pub async fn list_tasks(
         + crate::sandbox::output::DEFAULT_LOG_LIMIT
         + ROW_EXTRA_BYTES;
     let per_read = (READ_BYTES / largest_row).clamp(1, limit);
+    if let Some(text) = &query.error_contains {
+        let length = text.chars().count();
+        if !(1..=super::control::MAX_ERROR_TEXT).contains(&length) {
+            return Err(ApiError::bad_request(format!(
+                "error_contains must be 1 to {} characters",
+                super::control::MAX_ERROR_TEXT
+            )));
+        }
+    }
     let mut filter = TaskFilter {
         status: query.status,
         task_type: query.task_type,
         before_id: query.before,
         limit: per_read,
+        error_contains: query.error_contains,
+        since: query.since,
+        until: query.until,
     };
     let mut page: Vec<TaskView> = Vec::new();
     let mut bytes = 0;
@@ -831,13 +888,18 @@ fn data_bytes(task: &Task) -> usize {
         (status = 200, description = "Pending again", body = TaskView),
         (status = 400, description = "The id is not a whole number within 64 bits", body = ErrorBody),
         (status = 404, description = "No such task", body = ErrorBody),
-        (status = 409, description = "The task is not failed or cancelled", body = ErrorBody),
+        (status = 409, description = "The task is not failed or cancelled, or it is archived (archived tasks cannot be retried)", body = ErrorBody),
     ))]
 pub async fn retry_task(
     State(state): State<Arc<AppState>>,
     ApiPath(id): ApiPath<TaskId>,
 ) -> Result<Json<TaskView>, ApiError> {
-    let task = state.store.retry(id, Utc::now()).await?;
+    let task = match state.store.retry(id, Utc::now()).await {
+        Err(crate::store::StoreError::NotFound(_)) => {
+            return Err(super::archived::not_live(&state, id, "retried").await);
+        }
+        changed => changed?,
+    };
     state.wake.notify_one();
     Ok(Json(task.into()))
 }
@@ -850,13 +912,18 @@ pub async fn retry_task(
         (status = 200, description = "Cancelled", body = TaskView),
         (status = 400, description = "The id is not a whole number within 64 bits", body = ErrorBody),
         (status = 404, description = "No such task", body = ErrorBody),
-        (status = 409, description = "The task already finished", body = ErrorBody),
+        (status = 409, description = "The task already finished (archived tasks included)", body = ErrorBody),
     ))]
 pub async fn cancel_task(
     State(state): State<Arc<AppState>>,
     ApiPath(id): ApiPath<TaskId>,
 ) -> Result<Json<TaskView>, ApiError> {
-    let task = state.store.cancel(id, Utc::now()).await?;
+    let task = match state.store.cancel(id, Utc::now()).await {
+        Err(crate::store::StoreError::NotFound(_)) => {
+            return Err(super::archived::not_live(&state, id, "cancelled").await);
+        }
+        changed => changed?,
+    };
     state.in_flight.cancel_task(id);
     state.finished.publish([id]);
     Ok(Json(task.into()))

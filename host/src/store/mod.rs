@@ -10,7 +10,10 @@
 //! commits many finished attempts in one transaction.
 
 pub mod alerts;
+pub mod archive;
+pub mod control;
 pub mod encoding;
+pub mod history;
 pub mod mysql;
 pub mod postgres;
 pub mod sqlite;
@@ -207,6 +210,8 @@ pub struct Completion {
     pub attempt: u32,
     /// Where the task goes.
     pub transition: Transition,
+    /// How the attempt ended, for its record in the attempt history.
+    pub outcome: history::Outcome,
     /// The content hash of the plugin build that ran this attempt.
     pub plugin_version: Option<String>,
     /// What the attempt printed (bounded by the sandbox).
@@ -239,6 +244,25 @@ pub struct TaskFilter {
     /// Only ids smaller than this (the paging cursor; listings are newest first).
     pub before_id: Option<TaskId>,
     pub limit: usize,
+    /// Only tasks whose last error contains this text; and whose time (finished, else
+    /// created) is within `since`..`until` (see [`control::TaskSelection`]).
+    pub error_contains: Option<String>,
+    pub since: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl TaskFilter {
+    /// The filter's conditions, without paging.
+    pub fn selection(&self) -> control::TaskSelection {
+        control::TaskSelection {
+            ids: Vec::new(),
+            task_type: self.task_type.clone(),
+            status: self.status,
+            error_contains: self.error_contains.clone(),
+            since: self.since,
+            until: self.until,
+        }
+    }
 }
 
 /// What a task type keeps in its key-value store.
@@ -263,7 +287,7 @@ pub struct StatusCounts {
 
 /// The operations Spool needs from a queue database.
 #[async_trait]
-pub trait Store: alerts::AlertLog + stats::Stats + Send + Sync + 'static {
+pub trait Store: history::AttemptHistory + alerts::AlertLog + archive::Archive + control::Control + stats::Stats + Send + Sync + 'static {
     /// Inserts tasks in one transaction, in order. A task whose (type, idempotency key) already
     /// exists is not inserted; its existing row comes back marked as a duplicate.
     async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError>;

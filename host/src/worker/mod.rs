@@ -4,9 +4,12 @@
 //! - [`completer`]: commits finished attempts (and progress) in batches;
 //! - [`lease_keeper`]: extends the leases of tasks this host is running;
 //! - [`rescuer`]: returns tasks whose host died (lease expired) to the queue (on the leader);
+//! - [`archiver`]: moves finished tasks to the archive and purges it (on the leader);
 //! - [`sampler`]: keeps the backlog history behind `GET /stats` (on the leader);
 //! - [`leader`]: elects the one host that runs maintenance;
+//! - [`scheduler`]: enqueues the ticks of periodic tasks (on the leader);
 //! - [`supervisor`]: stops the host loudly when the dispatcher or completer dies;
+//! - [`paused`]: the task types paused on this database, left out of claims;
 //! - [`in_flight`]: the attempts running here; [`rate`]: per-type start rates;
 //! - [`estimates`]: attempt times and the backlog, for estimated completion times;
 //! - [`finished`]: tasks just committed, for API requests waiting on them;
@@ -17,6 +20,7 @@
 //!
 //! [`Shutdown`]: crate::shutdown::Shutdown
 
+pub mod archiver;
 pub mod completer;
 pub mod dispatcher;
 pub mod estimates;
@@ -24,8 +28,10 @@ pub mod finished;
 pub mod in_flight;
 pub mod leader;
 pub mod lease_keeper;
+pub mod paused;
 pub mod rate;
 pub mod rescuer;
+pub mod scheduler;
 pub mod sampler;
 pub mod services;
 pub mod supervisor;

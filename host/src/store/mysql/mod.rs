@@ -44,7 +44,11 @@
 //! - `claim.rs`: the claim transaction (`FOR UPDATE SKIP LOCKED`), setting unreadable rows aside.
 //! - `running.rs`: writes to running tasks, fenced by lease and attempt: completions, progress,
 //!   lease extension, release, rescue.
+//! - `control.rs`: selections shared with the listing, bulk retry and discard in batches,
+//!   paused task types, counts per type.
 //! - `tasks.rs`: reading and listing tasks, retry and cancel, counts and backlog views.
+//! - `history.rs`: the attempt history: reading it, and recording the attempts that
+//!   completions, rescues, releases and cancels end.
 //! - `services.rs`: the effect ledger, key-value store, host-wide values and leadership.
 //!
 //! Batches travel as one JSON document expanded by `JSON_TABLE` where the statement would
@@ -52,8 +56,11 @@
 //! prepares (and the server keeps) a handful of statements instead of one per batch size.
 
 mod alerts;
+mod archive;
 mod claim;
+mod control;
 mod enqueue;
+mod history;
 mod rows;
 mod running;
 mod services;

@@ -23,15 +23,22 @@
 //! - `claim`: the claim statement (`FOR UPDATE SKIP LOCKED` on the dispatch index) and claimed
 //!   rows that cannot be read;
 //! - `attempts`: completions, progress, leases, releases and rescue;
+//! - `history`: the attempt history (completions, releases and rescues record theirs in
+//!   `attempts`), and the record a cancel of a running task writes;
+//! - `control`: selections shared with the listing, bulk retry and discard in batches, paused
+//!   task types, counts per type;
 //! - `wake`: LISTEN/NOTIFY, so other hosts' and applications' enqueues wake this host at once;
 //! - this file: opening, reads, retry and cancel, the host services' tables, leadership.
 //!
 //! `docs/databases.md` shows the claim's plan on a million rows.
 
 mod alerts;
+mod archive;
 mod attempts;
 mod claim;
+mod control;
 mod enqueue;
+mod history;
 mod rows;
 mod stats;
 mod wake;
@@ -50,7 +57,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use self::rows::{TaskRow, codes_where, into_tasks, millis, status_code, task_columns};
+use self::rows::{TaskRow, codes_where, into_tasks, millis, task_columns};
 use super::{
     AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, SharedStore, StatusCounts,
     Store, StoreError, TaskFilter,
@@ -215,12 +222,7 @@ impl Store for PgStore {
             task_columns!(),
             " FROM async_task WHERE TRUE"
         ));
-        if let Some(status) = filter.status {
-            query.push(" AND status = ").push_bind(status_code(status));
-        }
-        if let Some(task_type) = &filter.task_type {
-            query.push(" AND task_type = ").push_bind(task_type);
-        }
+        control::push_selection(&mut query, &filter.selection());
         if let Some(before) = filter.before_id {
             query.push(" AND id < ").push_bind(before);
         }
@@ -248,6 +250,9 @@ impl Store for PgStore {
     }
 
     async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
+        // The row locked first: a cancel of a running task records the attempt it ends.
+        let mut tx = self.pool.begin().await?;
+        let running = history::lock_running(&mut tx, id).await?;
         let row: Option<TaskRow> = sqlx::query_as(concat!(
             "UPDATE async_task SET status = 4, finished_at = $2, lease_owner = NULL, \
                  lease_expires_at = NULL, updated_at = $2 \
@@ -257,8 +262,12 @@ impl Store for PgStore {
         .bind(id)
         .bind(millis(now))
         .bind(codes_where(Status::can_cancel))
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
+        if let (Some(running), Some(_)) = (running, &row) {
+            history::record_cancel(&mut tx, id, running, now).await?;
+        }
+        tx.commit().await?;
         self.changed_or_conflict(id, row, "cancel", "pending or running")
             .await
     }

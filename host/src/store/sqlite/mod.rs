@@ -19,7 +19,9 @@
 //! its first rows and stops.
 
 mod alerts;
-
+mod archive;
+mod control;
+mod history;
 mod stats;
 
 use async_trait::async_trait;
@@ -297,13 +299,16 @@ impl Store for SqliteStore {
                 })
             })
             .collect();
+        // The attempts' records first, while their rows still show the claims being ended.
+        let mut tx = self.writer.begin().await?;
+        history::record_completions(&mut tx, completions).await?;
         let outcome = sqlx::query(
             "UPDATE async_task NOT INDEXED SET \
                  status = c.status, \
                  retry_count = c.retry_count, \
                  next_run_at = COALESCE(c.next_run_at, async_task.next_run_at), \
                  result = c.result, \
-                 last_error = COALESCE(c.error, async_task.last_error), \
+                 last_error = CASE WHEN c.status = 2 THEN NULL ELSE COALESCE(c.error, async_task.last_error) END, \
                  plugin_version = COALESCE(c.plugin_version, async_task.plugin_version), \
                  log = c.log, \
                  finished_at = c.finished_at, \
@@ -321,8 +326,9 @@ impl Store for SqliteStore {
                AND async_task.lease_owner = c.owner AND async_task.attempts = c.attempt",
         )
         .bind(serde_json::Value::Array(batch).to_string())
-        .execute(&self.writer)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(outcome.rows_affected())
     }
 
@@ -381,7 +387,10 @@ impl Store for SqliteStore {
         if attempts.is_empty() {
             return Ok(0);
         }
-        let now = millis(Utc::now());
+        let now = Utc::now();
+        let mut tx = self.writer.begin().await?;
+        history::record_releases(&mut tx, owner, attempts, now).await?;
+        let now = millis(now);
         let outcome = sqlx::query(
             "UPDATE async_task NOT INDEXED SET status = 0, lease_owner = NULL, lease_expires_at = NULL, \
                  next_run_at = ?3, updated_at = ?3 \
@@ -392,30 +401,39 @@ impl Store for SqliteStore {
         .bind(owner)
         .bind(json!(attempts).to_string())
         .bind(now)
-        .execute(&self.writer)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(outcome.rows_affected())
     }
 
     async fn rescue_expired(&self, now: DateTime<Utc>) -> Result<RescueReport, StoreError> {
         // SET expressions see the row as it was before the update, so `retry_count < max_retry`
-        // asks whether the expired attempt had a retry left.
-        let statuses: Vec<(i64,)> = sqlx::query_as(
+        // asks whether the expired attempt had a retry left: then a retry is scheduled.
+        let mut tx = self.writer.begin().await?;
+        history::record_rescues(&mut tx, now).await?;
+        let rescued: Vec<(i64, i64, i64)> = sqlx::query_as(
             "UPDATE async_task INDEXED BY async_task_lease SET \
                  status = CASE WHEN retry_count < max_retry THEN 0 ELSE 3 END, \
                  finished_at = CASE WHEN retry_count < max_retry THEN NULL ELSE ?1 END, \
-                 retry_count = retry_count + 1, \
+                 retry_count = CASE WHEN retry_count < max_retry THEN retry_count + 1 ELSE retry_count END, \
                  next_run_at = ?1, last_error = ?2, \
                  lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1 \
              WHERE status = 1 AND lease_expires_at < ?1 \
-             RETURNING status",
+             RETURNING status, id, attempts",
         )
         .bind(millis(now))
         .bind(LEASE_EXPIRED)
-        .fetch_all(&self.writer)
+        .fetch_all(&mut *tx)
         .await?;
+        let ended: Vec<(TaskId, u32)> = rescued
+            .iter()
+            .map(|&(_, id, attempt)| (id, u32::try_from(attempt).unwrap_or(0)))
+            .collect();
+        history::trim(&mut tx, &ended).await?;
+        tx.commit().await?;
         let mut report = RescueReport::default();
-        for (code,) in statuses {
+        for (code, _, _) in rescued {
             if code == status_code(Status::Pending) {
                 report.retried += 1;
             } else {
@@ -435,12 +453,7 @@ impl Store for SqliteStore {
 
     async fn list(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
         let mut query = QueryBuilder::<Sqlite>::new("SELECT * FROM async_task WHERE 1 = 1");
-        if let Some(status) = filter.status {
-            query.push(" AND status = ").push_bind(status_code(status));
-        }
-        if let Some(task_type) = &filter.task_type {
-            query.push(" AND task_type = ").push_bind(task_type);
-        }
+        control::push_selection(&mut query, &filter.selection());
         if let Some(before) = filter.before_id {
             query.push(" AND id < ").push_bind(before);
         }
@@ -474,11 +487,14 @@ impl Store for SqliteStore {
              WHERE id = ?1 AND status IN {} RETURNING *",
             codes_where(Status::can_cancel)
         );
+        let mut tx = self.writer.begin().await?;
+        history::record_cancel(&mut tx, id, now).await?;
         let row: Option<TaskRow> = sqlx::query_as(&sql)
             .bind(id)
             .bind(millis(now))
-            .fetch_optional(&self.writer)
+            .fetch_optional(&mut *tx)
             .await?;
+        tx.commit().await?;
         self.changed_or_conflict(id, row, "cancel", "pending or running")
             .await
     }

@@ -1,0 +1,184 @@
+//! The archive on MySQL/MariaDB ([`Archive`]): one short transaction per batch. A locking read
+//! walks `async_task_finished` for old finished rows with `FOR UPDATE SKIP LOCKED` (a row being
+//! retried, or taken by another host's batch, is skipped, never waited for); the rows it took are
+//! copied into `async_task_archive` and deleted from `async_task` by primary key. At READ
+//! COMMITTED the read locks only the rows it takes, no gaps, so claims (which read pending rows)
+//! and enqueues never wait for a batch.
+//!
+//! The ids of a batch are written into its statements as a literal list (they are integers the
+//! database just returned), so both statements are primary-key lookups on MySQL and MariaDB
+//! alike; such statements are not kept prepared.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use sqlx::mysql::MySqlRow;
+
+use super::MySqlStore;
+use super::rows::{self, TASK_COLUMNS, millis, status_code, time_from_millis};
+use crate::store::StoreError;
+use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts, ArchivedTask, check_batch};
+use crate::task::{Status, TaskId};
+
+/// The columns an archived row copies, in both tables' names.
+const COLUMNS: &str = "id, task_type, payload, status, priority, retry_count, max_retry, \
+     next_run_at, idempotency_key, lease_owner, lease_expires_at, attempted_at, finished_at, \
+     last_error, result, progress, progress_note, plugin_version, created_at, updated_at, log, \
+     attempts, snoozes";
+
+/// `(2, 4)`: the codes of `statuses`, for an `IN`.
+fn code_list(statuses: &[Status]) -> String {
+    let codes: Vec<String> = statuses
+        .iter()
+        .map(|s| status_code(*s).to_string())
+        .collect();
+    format!("({})", codes.join(", "))
+}
+
+/// `(1, 2, 3)`: ids for an `IN`.
+fn id_list(ids: &[i64]) -> String {
+    let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
+    format!("({})", ids.join(", "))
+}
+
+#[async_trait]
+impl Archive for MySqlStore {
+    async fn archive_batch(&self, batch: &ArchiveBatch) -> Result<ArchiveCounts, StoreError> {
+        check_batch(batch)?;
+        if batch.limit == 0 || batch.statuses.is_empty() {
+            return Ok(ArchiveCounts::default());
+        }
+        let mut tx = self.pool.begin().await?;
+        let picked: Vec<(i64, i8)> = sqlx::query_as(&format!(
+            "SELECT id, status FROM async_task FORCE INDEX (async_task_finished) \
+             WHERE status IN {} AND finished_at < ? LIMIT ? FOR UPDATE SKIP LOCKED",
+            code_list(&batch.statuses)
+        ))
+        .bind(millis(batch.finished_before))
+        .bind(batch.limit as u64)
+        .fetch_all(&mut *tx)
+        .await?;
+        if picked.is_empty() {
+            tx.commit().await?;
+            return Ok(ArchiveCounts::default());
+        }
+        let ids: Vec<i64> = picked.iter().map(|(id, _)| *id).collect();
+        let ids = id_list(&ids);
+        sqlx::query(&format!(
+            "INSERT INTO async_task_archive ({COLUMNS}, archived_at) \
+             SELECT {COLUMNS}, ? FROM async_task WHERE id IN {ids}"
+        ))
+        .bind(millis(batch.now))
+        .persistent(false)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(&format!("DELETE FROM async_task WHERE id IN {ids}"))
+            .persistent(false)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(ArchiveCounts::from_codes(
+            picked.into_iter().map(|(_, code)| (i64::from(code), 1)),
+        ))
+    }
+
+    async fn count_archivable(
+        &self,
+        statuses: &[Status],
+        finished_before: DateTime<Utc>,
+    ) -> Result<ArchiveCounts, StoreError> {
+        if statuses.is_empty() {
+            return Ok(ArchiveCounts::default());
+        }
+        let rows: Vec<(i8, i64)> = sqlx::query_as(&format!(
+            "SELECT status, COUNT(*) FROM async_task \
+             WHERE status IN {} AND finished_at < ? GROUP BY status",
+            code_list(statuses)
+        ))
+        .bind(millis(finished_before))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ArchiveCounts::from_codes(
+            rows.into_iter().map(|(code, n)| (i64::from(code), n)),
+        ))
+    }
+
+    async fn purge_archive_batch(
+        &self,
+        archived_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<u64, StoreError> {
+        if limit == 0 {
+            return Ok(0);
+        }
+        let mut tx = self.pool.begin().await?;
+        let picked: Vec<(i64,)> = sqlx::query_as(
+            "SELECT id FROM async_task_archive FORCE INDEX (async_task_archive_age) \
+             WHERE archived_at < ? LIMIT ? FOR UPDATE SKIP LOCKED",
+        )
+        .bind(millis(archived_before))
+        .bind(limit as u64)
+        .fetch_all(&mut *tx)
+        .await?;
+        if picked.is_empty() {
+            tx.commit().await?;
+            return Ok(0);
+        }
+        let ids: Vec<i64> = picked.iter().map(|(id,)| *id).collect();
+        let list = id_list(&ids);
+        sqlx::query(&format!(
+            "DELETE FROM async_task_archive WHERE id IN {list}"
+        ))
+        .persistent(false)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(&format!(
+            "DELETE FROM effect_ledger WHERE task_id IN {list}"
+        ))
+        .persistent(false)
+        .execute(&mut *tx)
+        .await?;
+        let (attempt_table,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM information_schema.tables \
+             WHERE table_schema = DATABASE() AND table_name = 'async_task_attempt'",
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        if attempt_table > 0 {
+            sqlx::query(&format!(
+                "DELETE FROM async_task_attempt WHERE task_id IN {list}"
+            ))
+            .persistent(false)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(ids.len() as u64)
+    }
+
+    async fn count_purgeable(&self, archived_before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let (n,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM async_task_archive WHERE archived_at < ?")
+                .bind(millis(archived_before))
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(n.max(0) as u64)
+    }
+
+    async fn get_archived(&self, id: TaskId) -> Result<Option<ArchivedTask>, StoreError> {
+        let row: Option<MySqlRow> = sqlx::query(&format!(
+            "SELECT {TASK_COLUMNS}, t.archived_at FROM async_task_archive AS t WHERE t.id = ?"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let archived_at: i64 = row.try_get("archived_at")?;
+        Ok(Some(ArchivedTask {
+            task: rows::task(&row)?,
+            archived_at: time_from_millis(id, archived_at)?,
+        }))
+    }
+}

@@ -1,0 +1,150 @@
+//! The archive on PostgreSQL ([`Archive`]): one statement per batch. It picks old finished rows
+//! through `async_task_finished` with `FOR UPDATE SKIP LOCKED` (a row being retried, or taken by
+//! another host's batch, is skipped, never waited for), deletes them from `async_task` and
+//! inserts what it deleted into `async_task_archive`, all in one transaction. Claims lock
+//! pending rows only, so they never wait for a batch; deleting fires no wake-up trigger.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::PgStore;
+use super::rows::{TaskRow, millis, status_code, task_columns, time_from_millis};
+use crate::store::StoreError;
+use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts, ArchivedTask, check_batch};
+use crate::task::{Status, Task, TaskId};
+
+/// The columns an archived row copies, in both tables' names.
+const COLUMNS: &str = "id, task_type, payload, status, priority, retry_count, max_retry, \
+     attempts, next_run_at, idempotency_key, lease_owner, lease_expires_at, attempted_at, \
+     finished_at, last_error, result, progress, progress_note, plugin_version, log, created_at, \
+     updated_at, snoozes";
+
+fn codes(statuses: &[Status]) -> Vec<i16> {
+    statuses.iter().map(|s| status_code(*s)).collect()
+}
+
+#[async_trait]
+impl Archive for PgStore {
+    async fn archive_batch(&self, batch: &ArchiveBatch) -> Result<ArchiveCounts, StoreError> {
+        check_batch(batch)?;
+        if batch.limit == 0 || batch.statuses.is_empty() {
+            return Ok(ArchiveCounts::default());
+        }
+        let moved: Vec<(i16, i64)> = sqlx::query_as(&format!(
+            "WITH picked AS ( \
+                 SELECT id FROM async_task \
+                 WHERE status = ANY($1) AND finished_at < $2 \
+                 LIMIT $3 FOR UPDATE SKIP LOCKED), \
+             moved AS ( \
+                 DELETE FROM async_task AS t USING picked WHERE t.id = picked.id \
+                 RETURNING t.*), \
+             archived AS ( \
+                 INSERT INTO async_task_archive ({COLUMNS}, archived_at) \
+                 SELECT {COLUMNS}, $4 FROM moved \
+                 RETURNING status) \
+             SELECT status, COUNT(*) FROM archived GROUP BY status"
+        ))
+        .bind(codes(&batch.statuses))
+        .bind(millis(batch.finished_before))
+        .bind(batch.limit as i64)
+        .bind(millis(batch.now))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ArchiveCounts::from_codes(
+            moved.into_iter().map(|(code, n)| (i64::from(code), n)),
+        ))
+    }
+
+    async fn count_archivable(
+        &self,
+        statuses: &[Status],
+        finished_before: DateTime<Utc>,
+    ) -> Result<ArchiveCounts, StoreError> {
+        let rows: Vec<(i16, i64)> = sqlx::query_as(
+            "SELECT status, COUNT(*) FROM async_task \
+             WHERE status = ANY($1) AND finished_at < $2 GROUP BY status",
+        )
+        .bind(codes(statuses))
+        .bind(millis(finished_before))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ArchiveCounts::from_codes(
+            rows.into_iter().map(|(code, n)| (i64::from(code), n)),
+        ))
+    }
+
+    async fn purge_archive_batch(
+        &self,
+        archived_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<u64, StoreError> {
+        if limit == 0 {
+            return Ok(0);
+        }
+        let mut tx = self.pool.begin().await?;
+        let purged: Vec<i64> = sqlx::query_scalar(
+            "WITH picked AS ( \
+                 SELECT id FROM async_task_archive WHERE archived_at < $1 \
+                 LIMIT $2 FOR UPDATE SKIP LOCKED) \
+             DELETE FROM async_task_archive AS a USING picked WHERE a.id = picked.id \
+             RETURNING a.id",
+        )
+        .bind(millis(archived_before))
+        .bind(limit as i64)
+        .fetch_all(&mut *tx)
+        .await?;
+        if !purged.is_empty() {
+            sqlx::query("DELETE FROM effect_ledger WHERE task_id = ANY($1)")
+                .bind(&purged)
+                .execute(&mut *tx)
+                .await?;
+            let (attempts,): (bool,) =
+                sqlx::query_as("SELECT to_regclass('async_task_attempt') IS NOT NULL")
+                    .fetch_one(&mut *tx)
+                    .await?;
+            if attempts {
+                sqlx::query("DELETE FROM async_task_attempt WHERE task_id = ANY($1)")
+                    .bind(&purged)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(purged.len() as u64)
+    }
+
+    async fn count_purgeable(&self, archived_before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let n: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM async_task_archive WHERE archived_at < $1")
+                .bind(millis(archived_before))
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(n.max(0) as u64)
+    }
+
+    async fn get_archived(&self, id: TaskId) -> Result<Option<ArchivedTask>, StoreError> {
+        let row: Option<ArchivedRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            task_columns!(),
+            ", archived_at FROM async_task_archive WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| {
+            Ok(ArchivedTask {
+                archived_at: time_from_millis(id, row.archived_at)?,
+                task: Task::try_from(row.task)?,
+            })
+        })
+        .transpose()
+    }
+}
+
+/// A row of `async_task_archive`: a task row and when it was archived.
+#[derive(sqlx::FromRow)]
+struct ArchivedRow {
+    #[sqlx(flatten)]
+    task: TaskRow,
+    archived_at: i64,
+}

@@ -1,0 +1,159 @@
+//! The archive on SQLite ([`Archive`]): batches move through the single writer, each one
+//! transaction of three statements (copy the picked rows into the archive, delete them from the
+//! live table), so a claim waits at most for one batch's commit.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::{SqliteStore, TaskRow};
+use crate::store::StoreError;
+use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts, ArchivedTask, check_batch};
+use crate::store::encoding::{millis, status_code, time_from_millis};
+use crate::task::{Status, Task, TaskId};
+
+/// The columns an archived row copies, in both tables' names.
+const COLUMNS: &str = "id, task_type, payload, status, priority, retry_count, max_retry, \
+     next_run_at, idempotency_key, lease_owner, lease_expires_at, attempted_at, finished_at, \
+     last_error, result, progress, progress_note, plugin_version, created_at, updated_at, log, \
+     attempts, snoozes";
+
+fn codes_json(statuses: &[Status]) -> String {
+    json!(statuses.iter().map(|s| status_code(*s)).collect::<Vec<_>>()).to_string()
+}
+
+impl SqliteStore {
+    /// Whether the attempt history table exists in this database.
+    async fn has_attempt_table(&self, tx: &mut sqlx::SqliteConnection) -> Result<bool, StoreError> {
+        let found: Option<(i64,)> = sqlx::query_as(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'async_task_attempt'",
+        )
+        .fetch_optional(&mut *tx)
+        .await?;
+        Ok(found.is_some())
+    }
+}
+
+#[async_trait]
+impl Archive for SqliteStore {
+    async fn archive_batch(&self, batch: &ArchiveBatch) -> Result<ArchiveCounts, StoreError> {
+        check_batch(batch)?;
+        if batch.limit == 0 || batch.statuses.is_empty() {
+            return Ok(ArchiveCounts::default());
+        }
+        let mut tx = self.writer.begin().await?;
+        let moved: Vec<(i64, i64)> = sqlx::query_as(&format!(
+            "INSERT INTO async_task_archive ({COLUMNS}, archived_at) \
+             SELECT {COLUMNS}, ?1 FROM async_task INDEXED BY async_task_finished \
+             WHERE status IN (SELECT value FROM json_each(?2)) AND finished_at < ?3 \
+             LIMIT ?4 \
+             RETURNING id, status"
+        ))
+        .bind(millis(batch.now))
+        .bind(codes_json(&batch.statuses))
+        .bind(millis(batch.finished_before))
+        .bind(batch.limit as i64)
+        .fetch_all(&mut *tx)
+        .await?;
+        let ids: Vec<i64> = moved.iter().map(|(id, _)| *id).collect();
+        if !ids.is_empty() {
+            sqlx::query("DELETE FROM async_task WHERE id IN (SELECT value FROM json_each(?1))")
+                .bind(json!(ids).to_string())
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(ArchiveCounts::from_codes(
+            moved.into_iter().map(|(_, code)| (code, 1)),
+        ))
+    }
+
+    async fn count_archivable(
+        &self,
+        statuses: &[Status],
+        finished_before: DateTime<Utc>,
+    ) -> Result<ArchiveCounts, StoreError> {
+        let rows: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT status, COUNT(*) FROM async_task INDEXED BY async_task_finished \
+             WHERE status IN (SELECT value FROM json_each(?1)) AND finished_at < ?2 \
+             GROUP BY status",
+        )
+        .bind(codes_json(statuses))
+        .bind(millis(finished_before))
+        .fetch_all(&self.reader)
+        .await?;
+        Ok(ArchiveCounts::from_codes(rows))
+    }
+
+    async fn purge_archive_batch(
+        &self,
+        archived_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<u64, StoreError> {
+        if limit == 0 {
+            return Ok(0);
+        }
+        let mut tx = self.writer.begin().await?;
+        let purged: Vec<(i64,)> = sqlx::query_as(
+            "DELETE FROM async_task_archive WHERE id IN ( \
+                 SELECT id FROM async_task_archive INDEXED BY async_task_archive_age \
+                 WHERE archived_at < ?1 LIMIT ?2) \
+             RETURNING id",
+        )
+        .bind(millis(archived_before))
+        .bind(limit as i64)
+        .fetch_all(&mut *tx)
+        .await?;
+        if !purged.is_empty() {
+            let ids = json!(purged.iter().map(|(id,)| *id).collect::<Vec<_>>()).to_string();
+            sqlx::query(
+                "DELETE FROM effect_ledger WHERE task_id IN (SELECT value FROM json_each(?1))",
+            )
+            .bind(&ids)
+            .execute(&mut *tx)
+            .await?;
+            if self.has_attempt_table(&mut tx).await? {
+                sqlx::query(
+                    "DELETE FROM async_task_attempt WHERE task_id IN (SELECT value FROM json_each(?1))",
+                )
+                .bind(&ids)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(purged.len() as u64)
+    }
+
+    async fn count_purgeable(&self, archived_before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let (n,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM async_task_archive WHERE archived_at < ?")
+                .bind(millis(archived_before))
+                .fetch_one(&self.reader)
+                .await?;
+        Ok(n.max(0) as u64)
+    }
+
+    async fn get_archived(&self, id: TaskId) -> Result<Option<ArchivedTask>, StoreError> {
+        let row: Option<ArchivedRow> =
+            sqlx::query_as("SELECT * FROM async_task_archive WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&self.reader)
+                .await?;
+        row.map(|row| {
+            Ok(ArchivedTask {
+                archived_at: time_from_millis(id, row.archived_at)?,
+                task: Task::try_from(row.task)?,
+            })
+        })
+        .transpose()
+    }
+}
+
+/// A row of `async_task_archive`: a task row and when it was archived.
+#[derive(sqlx::FromRow)]
+struct ArchivedRow {
+    #[sqlx(flatten)]
+    task: TaskRow,
+    archived_at: i64,
+}
