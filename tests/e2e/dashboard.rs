@@ -322,6 +322,17 @@ fn dashboard_pages_work_in_a_real_browser() {
 
     // Overview: the counts and a curve with points.
     loaded("overview");
+    // The console is really read: a probe error shows up (and only it).
+    browser.js("console.error('spool console probe')", vec![]);
+    let probe: Vec<_> = browser
+        .console()
+        .into_iter()
+        .filter(|(level, _)| level == "SEVERE")
+        .collect();
+    assert!(
+        probe.len() == 1 && probe[0].1.contains("spool console probe"),
+        "the console shows {probe:?}"
+    );
     browser.wait_js(
         "the backlog curve's points",
         "return Number(document.getElementById('backlog-chart').dataset.points || 0) >= 2",
@@ -369,6 +380,28 @@ fn dashboard_pages_work_in_a_real_browser() {
         );
     }
 
+    // Discarding the other two leaves them cancelled, kept with a note.
+    for id in others {
+        browser.click(&format!("input[data-id=\"{id}\"]"));
+    }
+    browser.click("#discard-selected");
+    browser.wait_js(
+        "the discard's confirmation",
+        "return document.getElementById('dead-message').innerText.includes('Discarded 2')",
+    );
+    for id in others {
+        let t = task(&host, *id);
+        assert_eq!(t["status"], "cancelled", "task {id}: {t}");
+    }
+    for id in chosen {
+        assert_eq!(
+            task(&host, *id)["status"],
+            "failed",
+            "task {id} was not selected"
+        );
+    }
+    browser.assert_no_console_errors("dead letters");
+
     // A task's page shows its log.
     browser.goto(&format!("{}/#/task/{logged}", host.url));
     loaded("task");
@@ -402,6 +435,26 @@ fn dashboard_pages_work_in_a_real_browser() {
         browser.screenshot(page);
         browser.assert_no_console_errors(page);
     }
+
+    // Pausing a type from its row, and resuming it.
+    browser.click("#nav a[data-page=types]");
+    loaded("types");
+    let paused = |host: &Host| {
+        let (status, body) = api(host, "GET", "/types", None);
+        assert_eq!(status, 200, "{body}");
+        body["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["task_type"] == "noop")
+            .map(|t| t["paused"] == true)
+            .unwrap()
+    };
+    browser.click("button[data-action=pause][data-type=noop]");
+    wait_until(&host, "noop paused", || paused(&host));
+    browser.click("button[data-action=resume][data-type=noop]");
+    wait_until(&host, "noop resumed", || !paused(&host));
+    browser.assert_no_console_errors("types");
 }
 
 /// The page and its files need no token and carry their security headers; the API behind

@@ -67,7 +67,7 @@ pub fn demo(root: &Path, exit: bool) -> Result<()> {
         return Ok(());
     }
     eprintln!(
-        "\nSpool is serving at {url} (API description: {url}/openapi.json). Try:\n  target/debug/spool enqueue report '{{\"rows\":[{{\"k\":\"a\",\"v\":1}}],\"group_by\":\"k\",\"sum\":\"v\"}}' --wait\nCtrl-C stops it."
+        "\nSpool is serving at {url}: open {url}/ in a browser for the dashboard (API description: {url}/openapi.json). Try:\n  target/debug/spool enqueue report '{{\"rows\":[{{\"k\":\"a\",\"v\":1}}],\"group_by\":\"k\",\"sum\":\"v\"}}' --wait\nCtrl-C stops it."
     );
     // Keep the host in the foreground; its own Ctrl-C handling drains and stops it.
     for line in lines.map_while(Result::ok) {
