@@ -306,6 +306,18 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         board: schedule_board.clone(),
         shutdown: shutdown.clone(),
     };
+    // Periodic tasks, enqueued by the leader (crate::worker::scheduler).
+    let schedule_board = Arc::new(crate::worker::scheduler::ScheduleBoard::default());
+    let scheduler = crate::worker::scheduler::Scheduler {
+        store: store.clone(),
+        registry: registry.clone(),
+        configured: config.schedules.clone(),
+        default_max_retry: config.defaults.max_retry,
+        leadership: leadership.clone(),
+        wake: wake.clone(),
+        board: schedule_board.clone(),
+        shutdown: shutdown.clone(),
+    };
     let app = api::router(Arc::new(AppState {
         store: store.clone(),
         registry,
@@ -319,6 +331,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         failures: failures.clone(),
         finished,
         shutdown: shutdown.clone(),
+        schedules: schedule_board,
         schedules: schedule_board,
         stats: Arc::default(),
         paused,
@@ -339,6 +352,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     );
     let lease_keeper = tokio::spawn(lease_keeper.run());
     let rescuer = tokio::spawn(rescuer.run());
+    let scheduler = tokio::spawn(scheduler.run());
     let scheduler = tokio::spawn(scheduler.run());
     let archiver = archiver.map(|archiver| tokio::spawn(archiver.run()));
     let sampler = tokio::spawn(sampler.run());
@@ -365,6 +379,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         stopping.request(Stage::Immediate);
         let _ = lease_keeper.await;
         let _ = rescuer.await;
+        let _ = scheduler.await;
         let _ = scheduler.await;
         if let Some(archiver) = archiver {
             let _ = archiver.await;

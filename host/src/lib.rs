@@ -9,6 +9,7 @@
 //! - [`config`]: one validated [`config::Config`] from flags, `SPOOL_*` variables and `spool.toml`.
 //! - [`task`]: the task model and its state machine (pure); [`backoff`]: the retry delay policy.
 //! - [`enqueue`]: what a valid new task is (shared by the API and follow-up tasks).
+//! - [`schedule`]: periodic tasks: `[[schedule]]` entries and the arithmetic of their ticks.
 //! - [`store`]: the only place with SQL: the [`store::Store`] trait and its SQLite backend.
 //! - [`worker`]: background services: dispatcher, batch completer, lease keeper, rescuer.
 //! - [`plugins`]: the plugin folder (loaded at start, watched while serving), per-type
@@ -30,6 +31,7 @@ pub mod host;
 pub mod instruments;
 pub mod plugins;
 pub mod sandbox;
+pub mod schedule;
 pub mod shutdown;
 pub mod store;
 pub mod task;

@@ -46,6 +46,8 @@ enum Command {
     Plugins(PluginsArgs),
     /// List periodic tasks: source, cron or interval, time zone, next run, last tick enqueued.
     Schedules(SchedulesArgs),
+    /// List periodic tasks: source, cron or interval, time zone, next run, last tick enqueued.
+    Schedules(SchedulesArgs),
     /// Write handlers: start one from a template, build one into the plugin folder.
     #[command(subcommand)]
     Plugin(PluginCommand),
@@ -193,6 +195,15 @@ struct SchedulesArgs {
 }
 
 #[derive(Args)]
+struct SchedulesArgs {
+    /// Print the full JSON instead of a table
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Args)]
 struct PluginsArgs {
     /// Show this task type's plugin in full (its whole load error included)
     name: Option<String>,
@@ -262,6 +273,15 @@ fn main() -> Result<()> {
                         print_plugins(&plugins);
                         Ok(())
                     }
+                }
+            }
+            Command::Schedules(args) => {
+                let schedules = args.client.client().schedules().await?;
+                if args.json {
+                    print_json(&schedules)
+                } else {
+                    print_schedules(&schedules);
+                    Ok(())
                 }
             }
             Command::Schedules(args) => {

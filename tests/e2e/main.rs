@@ -33,6 +33,7 @@ mod plugins;
 mod queue;
 mod retries;
 mod sandbox_limits;
+mod schedules;
 mod server_outage;
 mod servers_smoke;
 mod services;

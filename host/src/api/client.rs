@@ -102,6 +102,11 @@ impl Client {
         self.read(self.http.get(self.url("/schedules"))).await
     }
 
+    /// `GET /schedules`.
+    pub async fn schedules(&self) -> Result<Value, ClientError> {
+        self.read(self.http.get(self.url("/schedules"))).await
+    }
+
     /// `GET /plugins`.
     pub async fn plugins(&self) -> Result<Value, ClientError> {
         self.read(self.http.get(self.url("/plugins"))).await

@@ -18,6 +18,7 @@ pub mod health;
 pub mod metrics;
 pub mod plugins;
 pub mod schedules;
+pub mod schedules;
 pub mod server;
 pub mod spec;
 pub mod stats;
@@ -65,6 +66,8 @@ pub struct AppState {
     pub finished: Arc<crate::worker::finished::Finished>,
     /// Ends waiting requests when the host stops.
     pub shutdown: crate::shutdown::Shutdown,
+    /// What this host knows of the periodic tasks' ticks (`GET /schedules`).
+    pub schedules: Arc<crate::worker::scheduler::ScheduleBoard>,
     /// What this host knows of the periodic tasks' ticks (`GET /schedules`).
     pub schedules: Arc<crate::worker::scheduler::ScheduleBoard>,
     /// The backlog, read at most every few seconds for `GET /stats` and `GET /metrics`.
@@ -131,6 +134,7 @@ fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
         .routes(routes!(tasks::get_task))
         .routes(routes!(tasks::list_tasks))
         .routes(routes!(health::health))
+        .routes(routes!(schedules::list_schedules))
         .routes(routes!(schedules::list_schedules))
         .routes(routes!(plugins::list_plugins))
         .routes(routes!(stats::get_stats))
