@@ -19,6 +19,7 @@ mod commands;
 mod crash;
 mod dashboard;
 mod grants;
+mod guest_errors;
 mod guest_limits;
 mod hot_reload;
 mod http_client;

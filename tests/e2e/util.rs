@@ -61,7 +61,7 @@ pub fn preview1_artifact(name: &str) -> PathBuf {
 
 /// Where the tests build handler projects with `spool plugin build`, and where the pinned
 /// toolchains those builds install live (shared by test runs, like `cargo xtask` does).
-fn builds_root() -> PathBuf {
+pub fn builds_root() -> PathBuf {
     repo_root().join("target/spool-test-builds")
 }
 
@@ -93,7 +93,7 @@ pub fn try_spool_plugin(args: &[&str]) -> (bool, String) {
 
 /// Builds a handler project with `spool plugin build` (once per test run; builds run one at a
 /// time, as they share the tools folder) and returns the installed `.wasm`.
-fn built_once(key: &str, build: impl FnOnce(&Path) -> PathBuf) -> PathBuf {
+pub fn built_once(key: &str, build: impl FnOnce(&Path) -> PathBuf) -> PathBuf {
     static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
     let mut built = BUILT
         .lock()
