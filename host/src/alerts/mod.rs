@@ -255,9 +255,9 @@ pub fn drill_warnings(
             let age = (now - drill.at).to_std().unwrap_or_default();
             if age > DRILL_MAX_AGE {
                 warnings.push(format!(
-                    "the last alert drill was {} days ago (at {}), more than 90: run `spool alert drill`",
-                    age.as_secs() / 86_400,
-                    drill.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    "the last alert drill was at {}, over 90 days ago ({} days): run `spool alert drill` (a drill every quarter)",
+                    drill.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    age.as_secs() / 86_400
                 ));
             }
             if !drill.ok {
@@ -281,7 +281,8 @@ mod tests {
 
     fn drill(days_ago: i64, ok: bool) -> DrillReport {
         DrillReport {
-            at: Utc::now() - chrono::Duration::days(days_ago),
+            at: DateTime::from_timestamp(1_800_000_000, 0).unwrap()
+                - chrono::Duration::days(days_ago),
             host_id: "h".into(),
             ok,
             channels: vec![ChannelOutcome {
@@ -296,12 +297,13 @@ mod tests {
 
     #[test]
     fn drills_are_due_every_quarter_and_failures_are_loud() {
-        let now = Utc::now();
+        let now = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
         assert!(drill_warnings(false, Some(&drill(30, true)), now).is_empty());
+        assert!(drill_warnings(false, Some(&drill(90, true)), now).is_empty());
         let never = drill_warnings(false, None, now);
         assert!(never[0].starts_with("no alert drill on record"));
         let old = drill_warnings(false, Some(&drill(91, true)), now);
-        assert!(old[0].contains("91 days ago"), "{old:?}");
+        assert!(old[0].contains("over 90 days ago (91 days)"), "{old:?}");
         let failed = drill_warnings(false, Some(&drill(1, false)), now);
         assert!(
             failed[0].contains("webhook-1 (webhook): refused"),

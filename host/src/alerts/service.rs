@@ -106,7 +106,7 @@ impl AlertService {
                     .next()
                     .unwrap_or_default()
                     .to_string();
-                condition.shared.then(|| Active {
+                condition.shared.then_some(Active {
                     condition: Condition { text, ..condition },
                     since: record.since,
                     last_sent: record.sent_at,
