@@ -33,19 +33,28 @@ enum Command {
     Status(StatusArgs),
     /// List tasks, newest first.
     Tasks(TasksArgs),
-    /// Send a failed or cancelled task back to the queue.
-    Retry(IdArgs),
+    /// Send failed or cancelled tasks back to the queue: one by id, or all a filter selects
+    /// (`spool retry --type report --status failed --since 1h --dry-run`).
+    Retry(BulkArgs),
+    /// Discard the failed or pending tasks a filter selects: they become cancelled, kept with a note.
+    Discard(BulkArgs),
+    /// Pause a task type on every host: its tasks stay pending, enqueues still work.
+    Pause(TypeArgs),
+    /// Resume a paused task type.
+    Resume(TypeArgs),
+    /// List task types: counts per state, plugin version and load state, mean attempt time, paused.
+    Types(TypesArgs),
     /// Cancel a pending or running task.
     Cancel(IdArgs),
     /// Show a host's health: database, task types, counts per state.
     Health(ClientArgs),
+    /// Move old finished tasks to the archive and purge old archived ones, now, against the database (no host needed).
+    Archive(ArchiveArgs),
     /// Alerts: show the rules, firing and recent alerts, the last drill; run a drill.
     #[command(subcommand)]
     Alert(AlertCommand),
     /// List a host's plugins: task types, versions, policies, capabilities, load errors.
     Plugins(PluginsArgs),
-    /// List periodic tasks: source, cron or interval, time zone, next run, last tick enqueued.
-    Schedules(SchedulesArgs),
     /// List periodic tasks: source, cron or interval, time zone, next run, last tick enqueued.
     Schedules(SchedulesArgs),
     /// Write handlers: start one from a template, build one into the plugin folder.
@@ -181,12 +190,61 @@ struct TasksArgs {
     /// Only tasks older than this id: the next page, as the previous one says under `(more: ...)`
     #[arg(long)]
     before: Option<i64>,
+    /// Only tasks whose last error contains this text (case-sensitive)
+    #[arg(long = "error")]
+    error_contains: Option<String>,
+    /// Only tasks that finished (or, unfinished, were created) since: 1h, 30m, 2d, or an RFC 3339 time
+    #[arg(long)]
+    since: Option<String>,
+    /// Only tasks that finished (or, unfinished, were created) before: 1h (ago), or an RFC 3339 time
+    #[arg(long)]
+    until: Option<String>,
     #[command(flatten)]
     client: ClientArgs,
 }
 
 #[derive(Args)]
-struct SchedulesArgs {
+struct BulkArgs {
+    /// Task ids (with no other filter and one id, that task alone, as before)
+    ids: Vec<i64>,
+    /// Only tasks of this type
+    #[arg(long = "type")]
+    task_type: Option<String>,
+    /// Only tasks in this state: pending, running, done, failed, cancelled
+    #[arg(long)]
+    status: Option<String>,
+    /// Only tasks whose last error contains this text (case-sensitive)
+    #[arg(long = "error")]
+    error_contains: Option<String>,
+    /// Only tasks that finished (or, unfinished, were created) since: 1h, 30m, 2d, or an RFC 3339 time
+    #[arg(long)]
+    since: Option<String>,
+    /// Only tasks that finished (or, unfinished, were created) before: 1h (ago), or an RFC 3339 time
+    #[arg(long)]
+    until: Option<String>,
+    /// Only count what would change
+    #[arg(long)]
+    dry_run: bool,
+    /// Allow no filter at all: every task
+    #[arg(long)]
+    all: bool,
+    /// Print the host's JSON answer
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Args)]
+struct TypeArgs {
+    /// The task type
+    task_type: String,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Args)]
+struct TypesArgs {
     /// Print the full JSON instead of a table
     #[arg(long)]
     json: bool,
@@ -244,22 +302,40 @@ fn main() -> Result<()> {
             Command::Enqueue(args) => enqueue(args).await,
             Command::Status(args) => status(args).await,
             Command::Tasks(args) => {
-                let page = args
-                    .client
-                    .client()
-                    .list(
-                        args.status.as_deref(),
-                        args.task_type.as_deref(),
-                        args.limit,
-                        args.before,
-                    )
-                    .await?;
+                let mut query = vec![("limit", args.limit.to_string())];
+                let filters = [
+                    ("status", args.status.clone()),
+                    ("type", args.task_type.clone()),
+                    ("before", args.before.map(|b| b.to_string())),
+                    ("error_contains", args.error_contains.clone()),
+                    ("since", time_arg(&args.since)?),
+                    ("until", time_arg(&args.until)?),
+                ];
+                query.extend(filters.into_iter().filter_map(|(k, v)| Some((k, v?))));
+                let page = args.client.client().list_where(&query).await?;
                 print_tasks(&page, &args);
                 Ok(())
             }
-            Command::Retry(args) => print_json(&args.client.client().retry(args.id).await?),
+            Command::Retry(args) => bulk("retry", args).await,
+            Command::Discard(args) => bulk("discard", args).await,
+            Command::Pause(args) => {
+                print_json(&args.client.client().pause(&args.task_type, true).await?)
+            }
+            Command::Resume(args) => {
+                print_json(&args.client.client().pause(&args.task_type, false).await?)
+            }
+            Command::Types(args) => {
+                let types = args.client.client().types().await?;
+                if args.json {
+                    print_json(&types)
+                } else {
+                    print_types(&types);
+                    Ok(())
+                }
+            }
             Command::Cancel(args) => print_json(&args.client.client().cancel(args.id).await?),
             Command::Health(args) => print_json(&args.client().health().await?),
+            Command::Archive(args) => archive(args).await,
             Command::Alert(AlertCommand::Show(args)) => {
                 print_json(&args.client().alerts().await?)
             }
@@ -273,15 +349,6 @@ fn main() -> Result<()> {
                         print_plugins(&plugins);
                         Ok(())
                     }
-                }
-            }
-            Command::Schedules(args) => {
-                let schedules = args.client.client().schedules().await?;
-                if args.json {
-                    print_json(&schedules)
-                } else {
-                    print_schedules(&schedules);
-                    Ok(())
                 }
             }
             Command::Schedules(args) => {
@@ -398,7 +465,7 @@ async fn status(args: StatusArgs) -> Result<()> {
     if args.wait {
         wait_for(&client, args.id).await
     } else {
-        print_json(&client.task(args.id).await?)
+        print_task(client.task(args.id).await?)
     }
 }
 
@@ -415,9 +482,9 @@ async fn wait_for(client: &Client, id: i64) -> Result<()> {
             answer => answer?,
         };
         match task["status"].as_str() {
-            Some("done") => return print_json(&task),
+            Some("done") => return print_task(task),
             Some(status @ ("failed" | "cancelled")) => {
-                print_json(&task)?;
+                print_task(task.clone())?;
                 bail!(
                     "task {id} is {status}: {}",
                     task["last_error"].as_str().unwrap_or("no error recorded")
@@ -472,6 +539,93 @@ fn print_json(value: &Value) -> Result<()> {
     Ok(())
 }
 
+/// Prints a task from `GET /tasks/{id}`: its fields as JSON on stdout (as every command prints
+/// a task), then its attempt history as a short table on stderr, so scripts reading stdout
+/// see the same JSON as before and a person sees both.
+fn print_task(mut task: Value) -> Result<()> {
+    let history = task
+        .as_object_mut()
+        .and_then(|fields| fields.remove("history"));
+    print_json(&task)?;
+    if let Some(Value::Array(history)) = history {
+        eprint!("{}", history_table(&history));
+    }
+    Ok(())
+}
+
+/// The attempt history as a table: one line per kept attempt (number, outcome, host, plugin
+/// build, start, duration, and the first line of its error), and a note when early attempts
+/// were not kept.
+fn history_table(history: &[Value]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    if history.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "{:>7}  {:<9}  {:<20}  {:<12}  {:<24}  {:>9}  ERROR",
+        "ATTEMPT", "OUTCOME", "HOST", "PLUGIN", "STARTED", "TOOK"
+    );
+    let time = |value: &Value| {
+        value
+            .as_str()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+    };
+    let mut previous = 0;
+    for attempt in history {
+        let number = attempt["attempt"].as_u64().unwrap_or(0);
+        if number > previous + 1 && previous > 0 {
+            let _ = writeln!(
+                out,
+                "{:>7}  (attempts {}–{} not kept)",
+                "…",
+                previous + 1,
+                number - 1
+            );
+        }
+        previous = number;
+        let took = match (time(&attempt["started_at"]), time(&attempt["finished_at"])) {
+            (Some(start), Some(end)) => format_took(end - start),
+            _ => String::new(),
+        };
+        let short = |field: &str, n: usize| -> String {
+            attempt[field].as_str().unwrap_or("").chars().take(n).collect()
+        };
+        let error: String = attempt["error"]
+            .as_str()
+            .unwrap_or("")
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(80)
+            .collect();
+        let _ = writeln!(
+            out,
+            "{:>7}  {:<9}  {:<20}  {:<12}  {:<24}  {:>9}  {}",
+            number,
+            short("outcome", 9),
+            short("host", 20),
+            short("plugin_version", 12),
+            short("started_at", 24),
+            took,
+            error
+        );
+    }
+    out
+}
+
+/// A duration as a person reads it: `850ms`, `12.3s`, `4m05s`.
+fn format_took(took: chrono::Duration) -> String {
+    let ms = took.num_milliseconds().max(0);
+    match ms {
+        0..1_000 => format!("{ms}ms"),
+        1_000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        _ => format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000),
+    }
+}
+
 fn print_tasks(page: &Value, args: &TasksArgs) {
     println!(
         "{:>8}  {:<16} {:<10} {:>8}  {:<24}  RESULT / ERROR",
@@ -505,6 +659,15 @@ fn print_tasks(page: &Value, args: &TasksArgs) {
         if args.limit != 20 {
             command += &format!(" --limit {}", args.limit);
         }
+        for (flag, value) in [
+            ("error", &args.error_contains),
+            ("since", &args.since),
+            ("until", &args.until),
+        ] {
+            if let Some(value) = value {
+                command += &format!(" --{flag} {value:?}");
+            }
+        }
         println!("(more: {command})");
     }
 }
@@ -516,6 +679,13 @@ fn print_plugins(view: &Value) {
         "TYPE", "VERSION", "PENDING", "RETRIES", "LOADED"
     );
     for plugin in view["plugins"].as_array().into_iter().flatten() {
+        let note = match plugin["loading_since"].as_str() {
+            Some(since) => format!("loading a new file since {since}"),
+            None => one_line(
+                plugin["last_error"].as_str().unwrap_or(""),
+                &plugin["task_type"],
+            ),
+        };
         println!(
             "{:<16} {:<12} {:>8} {:>9} {:<25}  {}",
             plugin["task_type"].as_str().unwrap_or(""),
@@ -528,14 +698,15 @@ fn print_plugins(view: &Value) {
             plugin["pending"].to_string(),
             plugin["policy"]["max_retry"].to_string(),
             plugin["loaded_at"].as_str().unwrap_or(""),
-            one_line(
-                plugin["last_error"].as_str().unwrap_or(""),
-                &plugin["task_type"]
-            )
+            note
         );
     }
     for unloaded in view["unloaded"].as_array().into_iter().flatten() {
         let why = match (unloaded["error"].as_str(), unloaded["removed_at"].as_str()) {
+            _ if unloaded["loading_since"].is_string() => format!(
+                "loading since {}",
+                unloaded["loading_since"].as_str().unwrap_or("")
+            ),
             (Some(error), _) => one_line(&format!("not loaded: {error}"), &unloaded["task_type"]),
             (None, Some(at)) => format!("removed at {at}; pending tasks wait for it to return"),
             _ => "not loaded".to_string(),
@@ -617,11 +788,17 @@ fn print_plugin(view: &Value, name: &str, json: bool) -> Result<()> {
         ] {
             println!("{label} {}", text(&plugin[field]));
         }
+        if let Some(since) = plugin["loading_since"].as_str() {
+            println!("loading a new file since {since}; the version above keeps serving");
+        }
         if let Some(error) = plugin["last_error"].as_str() {
             println!("last load error (the version above keeps serving):\n{error}");
         }
     } else {
         println!("not loaded");
+        if let Some(since) = plugin["loading_since"].as_str() {
+            println!("loading since {since}");
+        }
         println!("pending:      {}", text(&plugin["pending"]));
         if let Some(at) = plugin["removed_at"].as_str() {
             println!("removed at:   {at}; pending tasks wait for it to return");
@@ -631,6 +808,136 @@ fn print_plugin(view: &Value, name: &str, json: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A `--since` / `--until` value as the API takes it: an RFC 3339 time as given, or a duration
+/// ago (`90s`, `30m`, `1h`, `2d`, `1w`) as the time it names.
+fn time_arg(text: &Option<String>) -> Result<Option<String>> {
+    let Some(text) = text else { return Ok(None) };
+    if chrono::DateTime::parse_from_rfc3339(text).is_ok() {
+        return Ok(Some(text.clone()));
+    }
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    let seconds: i64 = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 7 * 86_400,
+        _ => 0,
+    };
+    let ago = number
+        .parse::<i64>()
+        .ok()
+        .filter(|_| seconds > 0)
+        .and_then(|n| n.checked_mul(seconds))
+        .and_then(chrono::TimeDelta::try_seconds)
+        .with_context(|| {
+            format!(
+                "`{text}` is neither a duration ago (90s, 30m, 1h, 2d, 1w) nor an RFC 3339 time"
+            )
+        })?;
+    let at = chrono::Utc::now() - ago;
+    Ok(Some(
+        at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    ))
+}
+
+/// `spool retry` / `spool discard`: one task by id (retry only), or every task a filter selects.
+async fn bulk(action: &str, args: BulkArgs) -> Result<()> {
+    let client = args.client.client();
+    let filtered = args.task_type.is_some()
+        || args.status.is_some()
+        || args.error_contains.is_some()
+        || args.since.is_some()
+        || args.until.is_some()
+        || args.all;
+    if action == "retry" && args.ids.len() == 1 && !filtered && !args.dry_run {
+        return print_json(&client.retry(args.ids[0]).await?);
+    }
+    let mut filter = json!({ "dry_run": args.dry_run, "all": args.all });
+    if !args.ids.is_empty() {
+        filter["ids"] = json!(args.ids);
+    }
+    let fields = [
+        ("task_type", args.task_type.clone()),
+        ("status", args.status.clone()),
+        ("error_contains", args.error_contains.clone()),
+        ("since", time_arg(&args.since)?),
+        ("until", time_arg(&args.until)?),
+    ];
+    for (name, value) in fields {
+        if let Some(value) = value {
+            filter[name] = Value::from(value);
+        }
+    }
+    let report = client.bulk(action, &filter).await?;
+    if args.json {
+        return print_json(&report);
+    }
+    let states: Vec<String> = ["pending", "running", "done", "failed", "cancelled"]
+        .iter()
+        .filter_map(|s| {
+            let n = report["by_status"][s].as_u64().unwrap_or(0);
+            (n > 0).then(|| format!("{n} {s}"))
+        })
+        .collect();
+    let selected = if states.is_empty() {
+        "no tasks".to_string()
+    } else {
+        states.join(", ")
+    };
+    let allowed = if action == "retry" {
+        "failed or cancelled"
+    } else {
+        "failed or pending"
+    };
+    if args.dry_run {
+        println!(
+            "dry run: {action} would change {} of {} selected tasks ({selected}); only {allowed} tasks change",
+            report["eligible"], report["matched"]
+        );
+    } else {
+        println!(
+            "{action}: {} of {} selected tasks changed ({selected}, counted before); only {allowed} tasks change",
+            report["changed"], report["matched"]
+        );
+    }
+    Ok(())
+}
+
+fn print_types(view: &Value) {
+    println!(
+        "{:<16} {:>8} {:>8} {:>8} {:>8} {:>9}  {:<8} {:<12} {:>9}",
+        "TYPE", "PENDING", "RUNNING", "DONE", "FAILED", "CANCELLED", "PLUGIN", "VERSION", "MEAN MS"
+    );
+    for t in view["types"].as_array().into_iter().flatten() {
+        let count = |state: &str| t["counts"][state].to_string();
+        let mut line = format!(
+            "{:<16} {:>8} {:>8} {:>8} {:>8} {:>9}  {:<8} {:<12} {:>9}",
+            t["task_type"].as_str().unwrap_or(""),
+            count("pending"),
+            count("running"),
+            count("done"),
+            count("failed"),
+            count("cancelled"),
+            t["load_state"].as_str().unwrap_or(""),
+            t["version"]
+                .as_str()
+                .unwrap_or("-")
+                .chars()
+                .take(12)
+                .collect::<String>(),
+            t["mean_attempt_ms"]
+                .as_u64()
+                .map_or("-".to_string(), |ms| ms.to_string()),
+        );
+        if t["paused"] == true {
+            line += &format!("  PAUSED since {}", t["paused_at"].as_str().unwrap_or("?"));
+        }
+        println!("{line}");
+    }
 }
 
 /// The periodic tasks as a table: one line each.
@@ -670,4 +977,101 @@ fn print_schedules(view: &Value) {
     if view["leading"] != true {
         println!("(this host does not lead: the leading host enqueues the ticks and knows the last ones)");
     }
+}
+
+#[derive(Args)]
+struct ArchiveArgs {
+    /// Move done and cancelled tasks that finished longer ago than this, e.g. 30d [default: archive_after from the config, else 30d]
+    #[arg(long, value_parser = humantime::parse_duration)]
+    older_than: Option<std::time::Duration>,
+    /// Move failed tasks (dead letters) that finished longer ago than this [default: dead_letter_retention, else 90d]
+    #[arg(long, value_parser = humantime::parse_duration)]
+    dead_letters_older_than: Option<std::time::Duration>,
+    /// Purge archived tasks that were archived longer ago than this [default: archive_retention, else 365d]
+    #[arg(long, value_parser = humantime::parse_duration)]
+    purge_older_than: Option<std::time::Duration>,
+    /// Count what would be archived and purged; change nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Rows per batch; each batch is one short transaction
+    #[arg(long, default_value_t = spool::store::archive::DEFAULT_BATCH)]
+    batch: usize,
+    /// Config file with the database URL and retention settings [default: spool.toml if present]
+    #[arg(long, env = "SPOOL_CONFIG")]
+    config: Option<PathBuf>,
+    /// Database URL [default: the config's, else sqlite://spool.db]
+    #[arg(long, env = "SPOOL_DATABASE_URL")]
+    database_url: Option<String>,
+}
+
+/// `spool archive`: one pass of the archiver (or a dry run), straight against the database, so
+/// it works whether or not a host is running (a running leader's own passes simply find less).
+async fn archive(args: ArchiveArgs) -> Result<()> {
+    use spool::worker::archiver;
+    let file = match &args.config {
+        Some(path) => Settings::from_file(path, true)?,
+        None => Settings::from_file(std::path::Path::new("spool.toml"), false)?,
+    };
+    let flags = Settings {
+        database_url: args.database_url.clone(),
+        archive_after: args.older_than,
+        dead_letter_retention: args.dead_letters_older_than,
+        archive_retention: args.purge_older_than,
+        ..Settings::default()
+    };
+    let mut settings = flags.or(file);
+    // Asked for by hand: runs even where the hosts' own archiving is turned off.
+    settings.archive = None;
+    let config = Config::from_settings(settings)?;
+    let retention = config.retention.expect("archiving is on");
+    if let Some(file) = config.sqlite_file()
+        && !file.exists()
+    {
+        bail!(
+            "no database at {}: give the database with --database-url or SPOOL_DATABASE_URL, or run where spool.toml names it",
+            file.display()
+        );
+    }
+    let database = spool::store::describe_url(&config.database_url);
+    let store = spool::store::open(&config.database_url)
+        .await
+        .with_context(|| format!("cannot open {database}"))?;
+    let now = chrono::Utc::now();
+    let (finished, dead, archived) = retention.cutoffs(now);
+    let at = |time: chrono::DateTime<chrono::Utc>| {
+        time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    };
+    let report = if args.dry_run {
+        archiver::dry_run(store.as_ref(), &retention, now).await
+    } else {
+        archiver::pass(store.as_ref(), &retention, now, args.batch, || true).await
+    };
+    store.close().await;
+    let report = report.with_context(|| format!("archiving in {database} failed"))?;
+    let (verb, purge_verb) = if args.dry_run {
+        ("would archive", "would purge")
+    } else {
+        ("archived", "purged")
+    };
+    let moved = report.archived;
+    println!(
+        "{verb} {} tasks: {} done and {} cancelled (finished before {}), {} failed (finished before {})",
+        moved.total(),
+        moved.done,
+        moved.cancelled,
+        at(finished),
+        moved.failed,
+        at(dead)
+    );
+    println!(
+        "{purge_verb} {} archived tasks (archived before {})",
+        report.purged,
+        at(archived)
+    );
+    if args.dry_run {
+        println!("dry run on {database}: nothing was changed");
+    } else {
+        println!("{} batches on {database}", report.batches);
+    }
+    Ok(())
 }

@@ -6,6 +6,7 @@ mod util;
 
 mod alerts;
 mod api_auth;
+mod archive;
 mod api_contract;
 mod api_errors;
 mod api_guard;
@@ -16,6 +17,7 @@ mod capabilities;
 mod cli;
 mod client_side;
 mod commands;
+mod control;
 mod crash;
 mod dashboard;
 mod grants;
