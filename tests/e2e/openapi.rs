@@ -34,6 +34,11 @@ fn openapi_describes_every_route_and_the_real_task_shape() {
         ("get", "/plugins"),
         ("get", "/alerts"),
         ("post", "/alerts/drill"),
+        ("post", "/tasks/retry"),
+        ("post", "/tasks/discard"),
+        ("get", "/types"),
+        ("post", "/types/{name}/pause"),
+        ("post", "/types/{name}/resume"),
     ]
     .into_iter()
     .map(|(m, p)| (m.to_string(), p.to_string()))

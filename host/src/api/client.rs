@@ -91,15 +91,44 @@ impl Client {
             .await
     }
 
+    /// `GET /tasks` with any of its query parameters (`status`, `type`, `error_contains`,
+    /// `since`, `until`, `limit`, `before`).
+    pub async fn list_where(&self, query: &[(&str, String)]) -> Result<Value, ClientError> {
+        self.read(self.http.get(self.url("/tasks")).query(query))
+            .await
+    }
+
+    /// `POST /tasks/retry` (`action` = `retry`) or `POST /tasks/discard` (`discard`) with a
+    /// filter body (`ids`, `task_type`, `status`, `error_contains`, `since`, `until`,
+    /// `dry_run`, `all`).
+    pub async fn bulk(&self, action: &str, filter: &Value) -> Result<Value, ClientError> {
+        self.change(
+            self.http
+                .post(self.url(&format!("/tasks/{action}")))
+                .json(filter),
+        )
+        .await
+    }
+
+    /// `POST /types/{name}/pause`, or `/resume` when `paused` is false.
+    pub async fn pause(&self, task_type: &str, paused: bool) -> Result<Value, ClientError> {
+        let action = if paused { "pause" } else { "resume" };
+        self.change(
+            self.http
+                .post(self.url(&format!("/types/{task_type}/{action}"))),
+        )
+        .await
+    }
+
+    /// `GET /types`.
+    pub async fn types(&self) -> Result<Value, ClientError> {
+        self.read(self.http.get(self.url("/types"))).await
+    }
+
     /// `POST /tasks/{id}/cancel`.
     pub async fn cancel(&self, id: i64) -> Result<Value, ClientError> {
         self.change(self.http.post(self.url(&format!("/tasks/{id}/cancel"))))
             .await
-    }
-
-    /// `GET /schedules`.
-    pub async fn schedules(&self) -> Result<Value, ClientError> {
-        self.read(self.http.get(self.url("/schedules"))).await
     }
 
     /// `GET /schedules`.

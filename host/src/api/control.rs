@@ -31,7 +31,7 @@ pub const MAX_ERROR_TEXT: usize = 1000;
 #[serde(deny_unknown_fields)]
 pub struct BulkRequest {
     /// Only these tasks (at most 1000 ids).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "whole_ids")]
     #[schema(max_items = 1000)]
     pub ids: Vec<TaskId>,
     /// Only tasks of this type.
@@ -53,6 +53,27 @@ pub struct BulkRequest {
     /// Allow a body without any condition (every task).
     #[serde(default)]
     pub all: bool,
+}
+
+/// Task ids written as JSON Schema's `integer` allows: `7` or `7.0`, not `7.5`.
+fn whole_ids<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<TaskId>, D::Error> {
+    use serde::de::Error;
+    let numbers = Vec::<serde_json::Number>::deserialize(deserializer)?;
+    numbers
+        .into_iter()
+        .map(|number| {
+            number
+                .as_i64()
+                .or_else(|| {
+                    // Exactly representable and within i64: the float is that whole number.
+                    number
+                        .as_f64()
+                        .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                        .map(|f| f as i64)
+                })
+                .ok_or_else(|| D::Error::custom(format!("{number} is not a task id")))
+        })
+        .collect()
 }
 
 /// What a bulk retry or discard selected and changed.
@@ -384,4 +405,33 @@ pub async fn resume_type(
         paused: false,
         paused_at: None,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_need_a_condition_or_all() {
+        let parse = |text: &str| serde_json::from_str::<BulkRequest>(text);
+        let everything = parse("{}").unwrap().selection().unwrap_err();
+        assert_eq!(everything.status, StatusCode::CONFLICT);
+        assert!(parse(r#"{"all": true}"#).unwrap().selection().is_ok());
+        let ids = parse(r#"{"ids": [7, 8.0]}"#).unwrap();
+        assert_eq!(ids.ids, [7, 8]);
+        assert!(parse(r#"{"ids": [7.5]}"#).is_err());
+        assert!(parse(r#"{"ids": null}"#).is_err());
+        assert!(parse(r#"{"status": "failed", "extra": 1}"#).is_err());
+        let invalid = |text: &str| parse(text).unwrap().selection().unwrap_err().status;
+        assert_eq!(
+            invalid(r#"{"task_type": "no such"}"#),
+            StatusCode::UNPROCESSABLE_ENTITY
+        );
+        assert_eq!(
+            invalid(r#"{"error_contains": ""}"#),
+            StatusCode::UNPROCESSABLE_ENTITY
+        );
+        let many = format!(r#"{{"ids": {:?}}}"#, (0..1001).collect::<Vec<i64>>());
+        assert_eq!(invalid(&many), StatusCode::UNPROCESSABLE_ENTITY);
+    }
 }

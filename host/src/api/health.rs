@@ -34,6 +34,10 @@ pub struct Health {
     /// Pending tasks of types this host has no plugin for, with why they wait
     /// ("no plugin for type X"); absent when the database is unavailable.
     pub waiting_without_plugin: Option<std::collections::BTreeMap<String, WaitingType>>,
+    /// Task types paused on this database (as this host last read them): their tasks stay
+    /// pending until `POST /types/{name}/resume`.
+    #[serde(default)]
+    pub paused_types: Vec<String>,
     /// Services of this host that died (dispatcher, completer), with why; the host stops.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub failed_services: std::collections::BTreeMap<String, String>,
@@ -117,6 +121,7 @@ pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Hea
         plugin_errors: state.registry.errors(),
         counts,
         waiting_without_plugin: waiting,
+        paused_types: state.paused.all(),
         failed_services,
         warnings: super::alerts::health_warnings(&state).await,
     };

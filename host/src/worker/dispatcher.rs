@@ -8,6 +8,8 @@
 //! limit allows the next start, or the poll interval passes (which covers other hosts'
 //! enqueues and scheduled tasks).
 //!
+//! Paused task types (`worker/paused.rs`) are left out of every claim; their tasks wait pending.
+//!
 //! Attempts run on the sandbox runtime, a thread pool of their own, so CPU-bound handlers
 //! cannot starve the HTTP API on the main runtime.
 
@@ -55,6 +57,8 @@ pub struct Dispatcher {
     /// Enqueues on this host notify it.
     pub wake: Arc<Notify>,
     pub shutdown: Shutdown,
+    /// Task types left out of claims (re-read from the store at the poll interval).
+    pub paused: Arc<super::paused::PausedTypes>,
 }
 
 /// One claim statement to make: task types and how many rows at most.
@@ -99,6 +103,9 @@ impl Dispatcher {
                     _ = this.shutdown.reached(Stage::Graceful) => break,
                 }
             }
+            this.paused
+                .refresh_if_stale(&*this.store, this.poll_interval)
+                .await;
             let free = slots.available_permits();
             let (plans, rate_wait) = this.plan(free, &mut rates.lock().expect("rate lock"));
             // A claim that fails midway still hands back what earlier statements claimed: those
@@ -159,6 +166,9 @@ impl Dispatcher {
         let mut unlimited = Vec::new();
         let mut rate_wait: Option<Duration> = None;
         for plugin in self.registry.plugins() {
+            if self.paused.contains(&plugin.task_type) {
+                continue;
+            }
             let policy = &plugin.policy;
             if policy.concurrency.is_none() && policy.rate.is_none() {
                 unlimited.push(plugin.task_type.clone());

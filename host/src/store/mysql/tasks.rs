@@ -7,7 +7,7 @@ use sqlx::{MySql, QueryBuilder};
 use std::collections::BTreeMap;
 
 use super::MySqlStore;
-use super::rows::{self, TASK_COLUMNS, Text, codes_where, millis, status_code};
+use super::rows::{self, TASK_COLUMNS, Text, codes_where, millis};
 use crate::store::{StatusCounts, StoreError, TaskFilter};
 use crate::task::{Status, Task, TaskId};
 
@@ -26,14 +26,7 @@ impl MySqlStore {
         let mut query = QueryBuilder::<MySql>::new(format!(
             "SELECT {TASK_COLUMNS} FROM async_task AS t WHERE 1 = 1"
         ));
-        if let Some(status) = filter.status {
-            query
-                .push(" AND t.status = ")
-                .push_bind(status_code(status));
-        }
-        if let Some(task_type) = &filter.task_type {
-            query.push(" AND t.task_type = ").push_bind(task_type);
-        }
+        super::control::push_selection(&mut query, &filter.selection());
         if let Some(before) = filter.before_id {
             query.push(" AND t.id < ").push_bind(before);
         }
