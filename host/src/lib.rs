@@ -18,6 +18,7 @@
 //! - [`api`]: the only place with HTTP: the axum routes, errors, OpenAPI, and the CLI's client.
 //! - [`alerts`]: alert rules over dead letters, backlog, plugins and the database; webhook and
 //!   e-mail channels; the drill.
+//! - [`instruments`]: the metrics `GET /metrics` exports, and the calls that record them.
 //! - [`host`]: starts and stops all of the above; [`shutdown`]: the two-stage stop signal.
 //! - [`toolchain`]: `spool plugin new` and `spool plugin build`: handler projects from
 //!   templates, built with each language's pinned compiler into the plugin folder.

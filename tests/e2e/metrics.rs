@@ -99,6 +99,16 @@ fn metrics_count_what_ran_and_stats_keep_the_backlog_history() {
         5.0,
         "{text}"
     );
+    // The sandbox reports the fuel each attempt of a Spool-world handler consumed.
+    assert_eq!(
+        observations(sample(
+            &metrics,
+            "spool_fuel_used",
+            &[("task_type", "noop")]
+        )),
+        5.0,
+        "{text}"
+    );
     assert!(
         number(sample(
             &metrics,

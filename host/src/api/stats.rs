@@ -25,12 +25,15 @@ use crate::worker::sampler::{self, MINUTE_MS};
 /// How long a backlog read is reused.
 pub const BACKLOG_TTL: Duration = Duration::from_secs(5);
 
+/// A backlog read, per task type, shared by the requests that use it.
+pub type SharedBacklog = Arc<BTreeMap<String, Backlog>>;
+
 /// The backlog of the whole database, read at most once per [`BACKLOG_TTL`] on this host.
 #[derive(Default)]
 pub struct BacklogCache {
     /// When it was read (monotonic and wall clock) and what it said. The async lock makes
     /// concurrent requests wait for one read instead of each making its own.
-    last: tokio::sync::Mutex<Option<(Instant, DateTime<Utc>, Arc<BTreeMap<String, Backlog>>)>>,
+    last: tokio::sync::Mutex<Option<(Instant, DateTime<Utc>, SharedBacklog)>>,
     /// Every type the backlog has named, so a type that emptied reads zero, not its last value.
     seen: std::sync::Mutex<BTreeSet<String>>,
 }
@@ -40,7 +43,7 @@ impl BacklogCache {
     pub async fn get(
         &self,
         store: &dyn Store,
-    ) -> Result<(DateTime<Utc>, Arc<BTreeMap<String, Backlog>>), StoreError> {
+    ) -> Result<(DateTime<Utc>, SharedBacklog), StoreError> {
         let mut last = self.last.lock().await;
         if let Some((read, at, backlog)) = last.as_ref()
             && read.elapsed() < BACKLOG_TTL
@@ -100,6 +103,7 @@ impl Window {
 #[into_params(parameter_in = Query)]
 pub struct StatsQuery {
     /// `1h` (default), `1d` or `7d`.
+    #[param(inline)]
     pub window: Option<Window>,
     /// Only this task type.
     pub task_type: Option<String>,

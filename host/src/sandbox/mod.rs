@@ -141,6 +141,9 @@ pub struct TaskInfo {
 pub struct Attempt {
     pub outcome: AttemptOutcome,
     pub log: String,
+    /// Fuel the attempt consumed, for handlers of the Spool world that ran to an end (not
+    /// known for WASI programs, nor when the attempt timed out).
+    pub fuel_used: Option<u64>,
 }
 
 /// A compiled handler, validated and ready to instantiate: a component of the handler world,
@@ -371,11 +374,22 @@ impl Sandbox {
         services: Arc<dyn TaskServices>,
     ) -> Attempt {
         let log = TaskLog::new(limits.log_bytes);
+        let fuel_used = std::sync::atomic::AtomicU64::new(u64::MAX);
         let call = async {
             match &handler.kind {
                 HandlerKind::World(pre, handle) => {
                     match self.build_store(&task, limits, services, &log, None) {
-                        Ok(store) => call_handler(pre, handle, store, task, payload, limits).await,
+                        Ok(mut store) => {
+                            let outcome =
+                                call_handler(pre, handle, &mut store, task, payload, limits).await;
+                            if let Ok(left) = store.get_fuel() {
+                                fuel_used.store(
+                                    limits.fuel.saturating_sub(left),
+                                    std::sync::atomic::Ordering::Relaxed,
+                                );
+                            }
+                            outcome
+                        }
                         Err(error) => {
                             AttemptOutcome::Crashed(format!("sandbox setup failed: {error:#}"))
                         }
@@ -411,7 +425,13 @@ impl Sandbox {
             AttemptOutcome::Fail(message) => AttemptOutcome::Fail(clean_reason(&message)),
             other => other,
         };
-        Attempt { outcome, log }
+        let fuel_used = Some(fuel_used.load(std::sync::atomic::Ordering::Relaxed))
+            .filter(|fuel| *fuel != u64::MAX);
+        Attempt {
+            outcome,
+            log,
+            fuel_used,
+        }
     }
 
     fn build_store(
@@ -501,7 +521,7 @@ fn apply_limits<T>(store: &mut Store<T>, limits: &RunLimits) -> wasmtime::Result
 async fn call_handler(
     pre: &bindings::HandlerPre<HostState>,
     handle: &ComponentExportIndex,
-    mut store: Store<HostState>,
+    store: &mut Store<HostState>,
     task: TaskInfo,
     payload: &str,
     limits: &RunLimits,
@@ -513,23 +533,23 @@ async fn call_handler(
         max_attempts: task.max_attempts,
         idempotency_key: task.idempotency_key,
     };
-    let instance = match pre.instance_pre().instantiate_async(&mut store).await {
+    let instance = match pre.instance_pre().instantiate_async(&mut *store).await {
         Ok(instance) => instance,
         Err(error) => return AttemptOutcome::Crashed(describe_error(&error, limits)),
     };
-    let func = match instance.get_func(&mut store, handle) {
+    let func = match instance.get_func(&mut *store, handle) {
         Some(func) => func,
         None => return AttemptOutcome::Crashed("the component has no `handle` export".into()),
     };
     // The result string is lifted whole (within the hostcall fuel, see [`hostcall_fuel`]),
     // failure messages only up to their bound.
-    let typed = match func.typed::<(&WitTaskInfo, &str), (Result<String, GuestFailure>,)>(&store) {
+    let typed = match func.typed::<(&WitTaskInfo, &str), (Result<String, GuestFailure>,)>(&*store) {
         Ok(typed) => typed,
         Err(error) => {
             return AttemptOutcome::Crashed(format!("`handle` has an unexpected type: {error:#}"));
         }
     };
-    let call = typed.call_async(&mut store, (&info, payload)).await;
+    let call = typed.call_async(&mut *store, (&info, payload)).await;
     match call {
         Ok((Ok(result),)) if result.len() > limits.max_result_bytes => {
             result_too_large(result.len().to_string(), limits)
@@ -635,7 +655,7 @@ const BOTTOM_BYTES: u64 = 64 << 10;
 fn is_near_the_bottom(address: u64) -> bool {
     let wrapped = address & 0xffff_ffff;
     address < (1 << 32) + BOTTOM_BYTES
-        && (wrapped < BOTTOM_BYTES || wrapped >= (1 << 32) - BOTTOM_BYTES)
+        && !(BOTTOM_BYTES..(1 << 32) - BOTTOM_BYTES).contains(&wrapped)
 }
 
 /// The wasm address and memory size of a memory fault, from the context wasmtime adds to the

@@ -336,7 +336,7 @@ impl Dispatcher {
             &task.task_type,
             crate::instruments::outcome(transition.status, transition.error.is_some()),
             started.elapsed(),
-            None,
+            attempt.fuel_used,
         );
         tracing::debug!(
             task_id = task.id,
