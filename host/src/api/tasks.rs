@@ -15,7 +15,7 @@ use super::{ApiJson, ApiPath, AppState};
 use crate::enqueue::{RejectReason, TaskRequest, prepare};
 use crate::store::TaskFilter;
 use crate::task::{Enqueued, NewTask, Status, Task, TaskId, chrono_duration};
-use crate::worker::estimates::{Capacity, estimate_done};
+use crate::worker::estimates::Estimator;
 
 /// Default and largest page of a listing, in tasks.
 const DEFAULT_PAGE: usize = 50;
@@ -435,91 +435,14 @@ fn check_payload(payload: &serde_json::Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Estimated completion times for tasks just enqueued, in order. A task is estimated behind
-/// the due backlog of its type and behind the tasks of its type earlier in the same request.
-async fn estimate(state: &AppState, enqueued: &[Enqueued]) -> Vec<Option<DateTime<Utc>>> {
-    // No attempt of these types has finished here yet: nothing to estimate, no backlog to read.
-    if enqueued
-        .iter()
-        .all(|e| state.estimates.mean_attempt(&e.task.task_type).is_none())
-    {
-        return vec![None; enqueued.len()];
+/// This host's completion estimates (see [`crate::worker::estimates`]).
+fn estimator(state: &AppState) -> Estimator<'_> {
+    Estimator {
+        estimates: &state.estimates,
+        store: state.store.as_ref(),
+        registry: &state.registry,
+        host_concurrency: state.config.concurrency,
     }
-    let now = Utc::now();
-    let backlog = match state.estimates.fresh_backlog() {
-        Some(backlog) => Some(backlog),
-        None => match state.store.due_by_type(now).await {
-            Ok(backlog) => {
-                state.estimates.set_backlog(backlog.clone());
-                Some(backlog)
-            }
-            Err(error) => {
-                tracing::debug!("no completion estimate: reading the backlog failed: {error}");
-                None
-            }
-        },
-    };
-    let mut earlier_in_request: std::collections::HashMap<&str, u64> = Default::default();
-    enqueued
-        .iter()
-        .map(|e| {
-            let task = &e.task;
-            let position = earlier_in_request
-                .entry(task.task_type.as_str())
-                .or_default();
-            let ahead = backlog.as_ref()?.get(&task.task_type).copied().unwrap_or(0) + *position;
-            *position += 1;
-            if task.status != Status::Pending {
-                return None;
-            }
-            estimate_pending(state, task, ahead, now)
-        })
-        .collect()
-}
-
-/// The estimate for a pending task with `ahead` due tasks of its type before it.
-fn estimate_pending(
-    state: &AppState,
-    task: &Task,
-    ahead: u64,
-    now: DateTime<Utc>,
-) -> Option<DateTime<Utc>> {
-    let mean = state.estimates.mean_attempt(&task.task_type)?;
-    let plugin = state.registry.get(&task.task_type)?;
-    let capacity = Capacity {
-        slots: plugin
-            .policy
-            .concurrency
-            .unwrap_or(state.config.concurrency)
-            .min(state.config.concurrency),
-        rate: plugin.policy.rate,
-    };
-    Some(estimate_done(
-        task.next_run_at.max(now),
-        ahead,
-        capacity,
-        mean,
-    ))
-}
-
-/// The estimate for one task being looked at: behind exactly the due tasks of its type that
-/// will be claimed before it, or, while it runs, one mean attempt after it started.
-async fn estimate_one(state: &AppState, task: &Task) -> Result<Option<DateTime<Utc>>, ApiError> {
-    let now = Utc::now();
-    Ok(match task.status {
-        Status::Pending => {
-            let ahead = state.store.count_ahead(task, now).await?;
-            estimate_pending(state, task, ahead, now)
-        }
-        Status::Running => match (
-            state.estimates.mean_attempt(&task.task_type),
-            task.attempted_at,
-        ) {
-            (Some(mean), Some(started)) => Some((started + chrono_duration(mean)).max(now)),
-            _ => None,
-        },
-        _ => None,
-    })
 }
 
 /// The answer to a batch enqueue, in request order.
@@ -643,7 +566,8 @@ pub async fn enqueue(
     } else {
         StatusCode::CREATED
     };
-    let estimated = estimate(&state, std::slice::from_ref(&enqueued))
+    let estimated = estimator(&state)
+        .for_enqueued(std::slice::from_ref(&enqueued))
         .await
         .pop()
         .flatten();
@@ -686,7 +610,7 @@ pub async fn enqueue_batch(
     if enqueued.iter().any(|e| !e.duplicate) {
         state.wake.notify_one();
     }
-    let estimates = estimate(&state, &enqueued).await;
+    let estimates = estimator(&state).for_enqueued(&enqueued).await;
     let tasks = enqueued
         .into_iter()
         .zip(estimates)
@@ -762,7 +686,7 @@ pub async fn get_task(
             }
         }
     }
-    let estimated_done_at = estimate_one(&state, &task).await?;
+    let estimated_done_at = estimator(&state).for_task(&task).await?;
     let history = state.store.attempt_history(id).await?;
     let mut view = TaskView::from(task);
     view.estimated_done_at = estimated_done_at;

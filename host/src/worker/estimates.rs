@@ -23,6 +23,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::plugins::Registry;
+use crate::store::{Store, StoreError};
+use crate::task::{Enqueued, Status, Task, chrono_duration};
+
 /// Weight of the newest attempt in the moving average.
 const NEWEST_WEIGHT: f64 = 0.2;
 /// How long a snapshot of the due backlog is reused before it is read again.
@@ -95,6 +99,102 @@ pub fn estimate_done(
     }
     let total = Duration::from_secs_f64(wait + mean_attempt.as_secs_f64());
     start + chrono::Duration::from_std(total).unwrap_or(chrono::Duration::MAX)
+}
+
+/// Estimates for particular tasks: the attempt times and backlog of [`Estimates`], the task
+/// types' limits from the registry and the queue as the store has it.
+pub struct Estimator<'a> {
+    pub estimates: &'a Estimates,
+    pub store: &'a dyn Store,
+    pub registry: &'a Registry,
+    /// Tasks this host runs at once.
+    pub host_concurrency: usize,
+}
+
+impl Estimator<'_> {
+    /// Estimated completion times for tasks just enqueued, in order. A task is estimated
+    /// behind the due backlog of its type and behind the tasks of its type earlier in the same
+    /// request.
+    pub async fn for_enqueued(&self, enqueued: &[Enqueued]) -> Vec<Option<DateTime<Utc>>> {
+        // No attempt of these types has finished here yet: nothing to estimate, no backlog to read.
+        if enqueued
+            .iter()
+            .all(|e| self.estimates.mean_attempt(&e.task.task_type).is_none())
+        {
+            return vec![None; enqueued.len()];
+        }
+        let now = Utc::now();
+        let backlog = match self.estimates.fresh_backlog() {
+            Some(backlog) => Some(backlog),
+            None => match self.store.due_by_type(now).await {
+                Ok(backlog) => {
+                    self.estimates.set_backlog(backlog.clone());
+                    Some(backlog)
+                }
+                Err(error) => {
+                    tracing::debug!("no completion estimate: reading the backlog failed: {error}");
+                    None
+                }
+            },
+        };
+        let mut earlier_in_request: HashMap<&str, u64> = HashMap::new();
+        enqueued
+            .iter()
+            .map(|e| {
+                let task = &e.task;
+                let position = earlier_in_request
+                    .entry(task.task_type.as_str())
+                    .or_default();
+                let ahead =
+                    backlog.as_ref()?.get(&task.task_type).copied().unwrap_or(0) + *position;
+                *position += 1;
+                if task.status != Status::Pending {
+                    return None;
+                }
+                self.pending(task, ahead, now)
+            })
+            .collect()
+    }
+
+    /// The estimate for one task being looked at: behind exactly the due tasks of its type
+    /// that will be claimed before it, or, while it runs, one mean attempt after it started.
+    pub async fn for_task(&self, task: &Task) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let now = Utc::now();
+        Ok(match task.status {
+            Status::Pending => {
+                let ahead = self.store.count_ahead(task, now).await?;
+                self.pending(task, ahead, now)
+            }
+            Status::Running => match (
+                self.estimates.mean_attempt(&task.task_type),
+                task.attempted_at,
+            ) {
+                (Some(mean), Some(started)) => Some((started + chrono_duration(mean)).max(now)),
+                _ => None,
+            },
+            _ => None,
+        })
+    }
+
+    /// The estimate for a pending task with `ahead` due tasks of its type before it.
+    fn pending(&self, task: &Task, ahead: u64, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let mean = self.estimates.mean_attempt(&task.task_type)?;
+        let plugin = self.registry.get(&task.task_type)?;
+        let capacity = Capacity {
+            slots: plugin
+                .policy
+                .concurrency
+                .unwrap_or(self.host_concurrency)
+                .min(self.host_concurrency),
+            rate: plugin.policy.rate,
+        };
+        Some(estimate_done(
+            task.next_run_at.max(now),
+            ahead,
+            capacity,
+            mean,
+        ))
+    }
 }
 
 #[cfg(test)]
