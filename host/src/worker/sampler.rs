@@ -365,6 +365,88 @@ mod tests {
         );
     }
 
+    /// A sampler on a real SQLite store, leading, for the roll-up and retention.
+    async fn sampler(dir: &tempfile::TempDir) -> Sampler {
+        let url = format!("sqlite://{}", dir.path().join("stats.db").display());
+        Sampler {
+            store: crate::store::open(&url).await.unwrap(),
+            interval: Duration::from_secs(10),
+            leadership: Arc::new(Leadership::default()),
+            shutdown: Shutdown::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn completed_minutes_roll_up_once_and_old_points_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let sampler = sampler(&dir).await;
+        let store = &sampler.store;
+        // Samples of the minute ending at `minute`, and one of the next minute.
+        let minute = Utc::now().timestamp_millis() / MINUTE_MS * MINUTE_MS - 5 * MINUTE_MS;
+        let samples: Vec<StatsPoint> = (1..=7)
+            .map(|i| {
+                sample(
+                    minute - MINUTE_MS + i * 10_000,
+                    10 + i as u64,
+                    1,
+                    1,
+                    100,
+                    200,
+                )
+            })
+            .collect();
+        store.write_stats(Tier::Samples, &samples).await.unwrap();
+        // An ancient sample and minute point, past retention.
+        let ancient = minute - 8 * 24 * 3600 * 1000;
+        store
+            .write_stats(Tier::Samples, &[sample(ancient, 1, 0, 0, 0, 0)])
+            .await
+            .unwrap();
+        store
+            .write_stats(Tier::Minutes, &[sample(ancient, 1, 0, 0, 0, 0)])
+            .await
+            .unwrap();
+
+        let mut state = State::default();
+        sampler
+            .roll_up(&mut state, at(minute + 15_000))
+            .await
+            .unwrap();
+        let minutes = store
+            .read_stats(Tier::Minutes, at(0), at(minute + MINUTE_MS), None)
+            .await
+            .unwrap();
+        assert_eq!(minutes.len(), 1, "one minute was complete: {minutes:?}");
+        let rolled = &minutes[0];
+        assert_eq!(rolled.at, at(minute));
+        assert_eq!(rolled.span_ms, 60_000);
+        assert_eq!(rolled.pending, 16, "the minute's last sample (at its end)");
+        assert_eq!(rolled.finished_done, 6, "the six samples within the minute");
+        assert_eq!(state.rolled_until, Some(minute));
+        assert!(
+            store
+                .read_stats(Tier::Samples, at(0), at(ancient + 1), None)
+                .await
+                .unwrap()
+                .is_empty(),
+            "samples older than a day are pruned"
+        );
+
+        // A new leader resumes after the latest minute point, rolling up the next minute.
+        let mut fresh = State::default();
+        sampler
+            .roll_up(&mut fresh, at(minute + MINUTE_MS))
+            .await
+            .unwrap();
+        let minutes = store
+            .read_stats(Tier::Minutes, at(minute), at(minute + MINUTE_MS), None)
+            .await
+            .unwrap();
+        assert_eq!(minutes.len(), 1);
+        assert_eq!(minutes[0].finished_done, 1, "only the next minute's sample");
+        store.close().await;
+    }
+
     #[test]
     fn rebucketing_groups_by_aligned_span_and_type() {
         let mut b = sample(50_000, 1, 1, 0, 0, 0);
