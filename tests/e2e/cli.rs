@@ -78,6 +78,7 @@ fn every_command_has_help() {
         "cancel",
         "health",
         "plugins",
+        "schedules",
         "plugin new",
         "plugin build",
     ] {
