@@ -82,7 +82,7 @@ pub async fn bulk_retry_and_discard_follow_the_filter_and_the_state_machine(fixt
         ..selection()
     };
     assert_eq!(
-        store.selection_counts(&of_mail).await.unwrap(),
+        store.selection_counts(&of_mail).await.unwrap()["mail"],
         StatusCounts {
             pending: 1,
             failed: 3,
@@ -201,10 +201,23 @@ pub async fn bulk_actions_run_in_batches_over_large_selections(fixture: &Fixture
         (discarded.matched, discarded.eligible, discarded.changed),
         (n as u64, n as u64, n as u64)
     );
-    let retried = run_bulk(store, BulkAction::Retry, &of_bulk, false, Utc::now())
+    let of_other = TaskSelection {
+        task_type: Some("other".into()),
+        ..selection()
+    };
+    run_bulk(store, BulkAction::Discard, &of_other, false, Utc::now())
         .await
         .unwrap();
-    assert_eq!(retried.changed, n as u64, "each task once");
+    // One selection over both types: every discarded task back, each once.
+    let discarded = TaskSelection {
+        error_contains: Some("discarded by an operator".into()),
+        ..selection()
+    };
+    let retried = run_bulk(store, BulkAction::Retry, &discarded, false, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(retried.matched, n as u64 + 3);
+    assert_eq!(retried.changed, n as u64 + 3, "each task once");
     let counts = store.counts_by_type().await.unwrap();
     assert_eq!(counts["bulk"].pending, n as u64);
     assert_eq!(counts["other"].pending, 3);
@@ -271,7 +284,7 @@ pub async fn selections_and_the_listing_filter_by_error_and_time(fixture: &Fixtu
         ..selection()
     };
     assert_eq!(
-        store.selection_counts(&failed_since).await.unwrap().failed,
+        store.selection_counts(&failed_since).await.unwrap()["mail"].failed,
         1
     );
     assert_eq!(pending.len(), 2);

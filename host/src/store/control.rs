@@ -127,9 +127,11 @@ pub struct PausedType {
 /// What queue control needs from a backend.
 #[async_trait]
 pub trait Control: Send + Sync {
-    /// The tasks `selection` selects, per state.
-    async fn selection_counts(&self, selection: &TaskSelection)
-    -> Result<StatusCounts, StoreError>;
+    /// The tasks `selection` selects, per task type and state (types without any are absent).
+    async fn selection_counts(
+        &self,
+        selection: &TaskSelection,
+    ) -> Result<BTreeMap<String, StatusCounts>, StoreError>;
 
     /// One batch of `action`: picks up to `limit` tasks with ids above `after` that the
     /// selection selects and that are in a state the action applies to (by id), then changes
@@ -195,7 +197,24 @@ pub fn counts_per_type(
         .collect()
 }
 
+/// The counts of several groups added up.
+pub fn sum_counts<'a>(groups: impl IntoIterator<Item = &'a StatusCounts>) -> StatusCounts {
+    let mut sum = StatusCounts::default();
+    for counts in groups {
+        sum.pending += counts.pending;
+        sum.running += counts.running;
+        sum.done += counts.done;
+        sum.failed += counts.failed;
+        sum.cancelled += counts.cancelled;
+    }
+    sum
+}
+
 /// Counts what `selection` selects and, unless `dry_run`, applies `action` to it batch by batch.
+///
+/// The batches walk one (task type, state) pair at a time, among the pairs the selection has
+/// tasks in, so every batch is a range of the listing index `(status, task_type, id)` read in
+/// id order: each costs about its own rows however many tasks the selection holds.
 pub async fn run_bulk(
     store: &dyn Store,
     action: BulkAction,
@@ -203,7 +222,8 @@ pub async fn run_bulk(
     dry_run: bool,
     now: DateTime<Utc>,
 ) -> Result<BulkReport, StoreError> {
-    let by_status = store.selection_counts(selection).await?;
+    let per_type = store.selection_counts(selection).await?;
+    let by_status = sum_counts(per_type.values());
     let mut report = BulkReport {
         matched: Status::ALL
             .into_iter()
@@ -216,15 +236,27 @@ pub async fn run_bulk(
     if dry_run || report.eligible == 0 {
         return Ok(report);
     }
-    let mut after = TaskId::MIN;
-    loop {
-        let step = store
-            .bulk_step(action, selection, after, BULK_BATCH, now)
-            .await?;
-        report.changed += step.changed;
-        match step.last_id {
-            Some(last) if step.picked >= BULK_BATCH => after = last,
-            _ => break,
+    for (task_type, counts) in &per_type {
+        for status in Status::ALL.into_iter().filter(|s| action.applies_to(*s)) {
+            if count_of(counts, status) == 0 {
+                continue;
+            }
+            let narrowed = TaskSelection {
+                task_type: Some(task_type.clone()),
+                status: Some(status),
+                ..selection.clone()
+            };
+            let mut after = TaskId::MIN;
+            loop {
+                let step = store
+                    .bulk_step(action, &narrowed, after, BULK_BATCH, now)
+                    .await?;
+                report.changed += step.changed;
+                match step.last_id {
+                    Some(last) if step.picked >= BULK_BATCH => after = last,
+                    _ => break,
+                }
+            }
         }
     }
     Ok(report)

@@ -75,16 +75,16 @@ impl Control for MySqlStore {
     async fn selection_counts(
         &self,
         selection: &TaskSelection,
-    ) -> Result<StatusCounts, StoreError> {
+    ) -> Result<BTreeMap<String, StatusCounts>, StoreError> {
         let mut query = QueryBuilder::<MySql>::new(
-            "SELECT t.status, COUNT(*) FROM async_task AS t WHERE 1 = 1",
+            "SELECT t.task_type, t.status, COUNT(*) FROM async_task AS t WHERE 1 = 1",
         );
         push_selection(&mut query, selection);
-        query.push(" GROUP BY t.status");
-        let rows: Vec<(i8, i64)> = query.build_query_as().fetch_all(&self.pool).await?;
-        Ok(crate::store::encoding::counts_from_codes(
-            rows.into_iter().map(|(code, n)| (i64::from(code), n)),
-        ))
+        query.push(" GROUP BY t.task_type, t.status");
+        let rows: Vec<(Text, i8, i64)> = query.build_query_as().fetch_all(&self.pool).await?;
+        Ok(counts_per_type(rows.into_iter().map(
+            |(task_type, code, n)| (task_type.0, i64::from(code), n),
+        )))
     }
 
     async fn bulk_step(

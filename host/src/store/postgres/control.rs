@@ -65,15 +65,16 @@ impl Control for PgStore {
     async fn selection_counts(
         &self,
         selection: &TaskSelection,
-    ) -> Result<StatusCounts, StoreError> {
-        let mut query =
-            QueryBuilder::<Postgres>::new("SELECT status, COUNT(*) FROM async_task WHERE TRUE");
+    ) -> Result<BTreeMap<String, StatusCounts>, StoreError> {
+        let mut query = QueryBuilder::<Postgres>::new(
+            "SELECT task_type, status, COUNT(*) FROM async_task WHERE TRUE",
+        );
         push_selection(&mut query, selection);
-        query.push(" GROUP BY status");
-        let rows: Vec<(i16, i64)> = query.build_query_as().fetch_all(&self.pool).await?;
-        Ok(crate::store::encoding::counts_from_codes(
-            rows.into_iter().map(|(code, n)| (i64::from(code), n)),
-        ))
+        query.push(" GROUP BY task_type, status");
+        let rows: Vec<(String, i16, i64)> = query.build_query_as().fetch_all(&self.pool).await?;
+        Ok(counts_per_type(rows.into_iter().map(
+            |(task_type, code, n)| (task_type, i64::from(code), n),
+        )))
     }
 
     async fn bulk_step(

@@ -16,7 +16,7 @@ use crate::store::StoreError;
 use crate::store::control::{
     BatchStep, BulkAction, Control, PausedType, TaskSelection, counts_per_type,
 };
-use crate::store::encoding::{counts_from_codes, millis, status_code, time_from_millis};
+use crate::store::encoding::{millis, status_code, time_from_millis};
 use crate::task::{Status, TaskId};
 
 /// Appends the selection's conditions, each as ` AND …`, to a query on `async_task`.
@@ -66,13 +66,14 @@ impl Control for SqliteStore {
     async fn selection_counts(
         &self,
         selection: &TaskSelection,
-    ) -> Result<StatusCounts, StoreError> {
-        let mut query =
-            QueryBuilder::<Sqlite>::new("SELECT status, COUNT(*) FROM async_task WHERE 1 = 1");
+    ) -> Result<BTreeMap<String, StatusCounts>, StoreError> {
+        let mut query = QueryBuilder::<Sqlite>::new(
+            "SELECT task_type, status, COUNT(*) FROM async_task WHERE 1 = 1",
+        );
         push_selection(&mut query, selection);
-        query.push(" GROUP BY status");
-        let rows: Vec<(i64, i64)> = query.build_query_as().fetch_all(&self.reader).await?;
-        Ok(counts_from_codes(rows))
+        query.push(" GROUP BY task_type, status");
+        let rows: Vec<(String, i64, i64)> = query.build_query_as().fetch_all(&self.reader).await?;
+        Ok(counts_per_type(rows))
     }
 
     async fn bulk_step(
@@ -84,7 +85,15 @@ impl Control for SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<BatchStep, StoreError> {
         let codes = action_codes(action);
-        let mut pick = QueryBuilder::<Sqlite>::new("SELECT id FROM async_task WHERE id > ");
+        // One type in one state: a range of the listing index, in id order (pinned: without
+        // statistics SQLite may prefer walking every row by id).
+        let index = if selection.task_type.is_some() && selection.status.is_some() {
+            "INDEXED BY async_task_listing"
+        } else {
+            ""
+        };
+        let mut pick =
+            QueryBuilder::<Sqlite>::new(format!("SELECT id FROM async_task {index} WHERE id > "));
         pick.push_bind(after);
         pick.push(format!(" AND status IN {codes}"));
         push_selection(&mut pick, selection);
