@@ -205,6 +205,7 @@ async fn raw_baseline(server: &Server, n: usize, batch: usize) -> f64 {
                     result: Some(task.payload.to_string()),
                     error: None,
                 },
+                outcome: store::history::Outcome::Done,
                 plugin_version: None,
                 log: None,
                 finished_at: Utc::now(),

@@ -590,7 +590,12 @@ fn history_table(history: &[Value]) -> String {
             _ => String::new(),
         };
         let short = |field: &str, n: usize| -> String {
-            attempt[field].as_str().unwrap_or("").chars().take(n).collect()
+            attempt[field]
+                .as_str()
+                .unwrap_or("")
+                .chars()
+                .take(n)
+                .collect()
         };
         let error: String = attempt["error"]
             .as_str()

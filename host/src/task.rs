@@ -111,7 +111,9 @@ pub struct Task {
     pub status: Status,
     /// Higher runs first.
     pub priority: i32,
-    /// Failed attempts so far (rescued attempts of a host that died count too).
+    /// Retries scheduled so far: attempts that failed (a rescue after the host running it died
+    /// included) and sent the task back to pending. A dead letter's last attempt schedules none,
+    /// so a task with `max_retry` 2 fails for good with `retry_count` 2. Reset by an API retry.
     pub retry_count: u32,
     /// Retries allowed after the first attempt.
     pub max_retry: u32,
@@ -128,7 +130,8 @@ pub struct Task {
     pub attempted_at: Option<DateTime<Utc>>,
     /// When the task reached done, failed or cancelled.
     pub finished_at: Option<DateTime<Utc>>,
-    /// The last failure's message, kept after a later success for diagnosis.
+    /// The error of the latest failed attempt while the task is not done: cleared when an
+    /// attempt succeeds (the attempt history keeps every attempt's error).
     pub last_error: Option<String>,
     /// The handler's answer on success (by convention JSON text).
     pub result: Option<String>,
@@ -196,12 +199,14 @@ pub enum AttemptOutcome {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
     pub status: Status,
-    /// Failed attempts after this one.
+    /// Retries scheduled after this attempt: one more than before when this attempt failed
+    /// and sends the task back to pending, else unchanged.
     pub retry_count: u32,
     /// When the task runs next (only for `pending`).
     pub next_run_at: Option<DateTime<Utc>>,
     pub result: Option<String>,
-    /// The error to record; `None` keeps the previous one.
+    /// The error to record; `None` keeps the previous one (the store clears it when the task
+    /// is done).
     pub error: Option<String>,
 }
 
@@ -219,23 +224,27 @@ pub fn decide(
     jitter_sample: f64,
 ) -> Transition {
     let failed_with = |error: String| {
-        let spent = retry_count.saturating_add(1);
         if retry_count < max_retry {
             let delay = backoff.delay(retry_count, jitter_sample);
             Transition {
                 status: Status::Pending,
-                retry_count: spent,
+                retry_count: retry_count + 1,
                 next_run_at: Some(after(now, delay)),
                 result: None,
                 error: Some(error),
             }
         } else {
+            // No retry is scheduled, so `retry_count` stays: the failed attempts are the
+            // retries so far plus the first attempt.
+            let failed_attempts = retry_count.saturating_add(1);
             Transition {
                 status: Status::Failed,
-                retry_count: spent,
+                retry_count,
                 next_run_at: None,
                 result: None,
-                error: Some(format!("{error} (gave up after {spent} attempts)")),
+                error: Some(format!(
+                    "{error} (gave up after {failed_attempts} attempts)"
+                )),
             }
         }
     };
@@ -251,7 +260,7 @@ pub fn decide(
         AttemptOutcome::Crashed(error) => failed_with(error),
         AttemptOutcome::Fail(error) => Transition {
             status: Status::Failed,
-            retry_count: retry_count.saturating_add(1),
+            retry_count,
             next_run_at: None,
             result: None,
             error: Some(error),
@@ -357,7 +366,7 @@ mod tests {
             0.5,
         );
         assert_eq!(t.status, Status::Failed);
-        assert_eq!(t.retry_count, 4);
+        assert_eq!(t.retry_count, 3, "a dead letter schedules no retry");
         assert_eq!(t.next_run_at, None);
         assert_eq!(
             t.error.as_deref(),
@@ -398,7 +407,7 @@ mod tests {
             0.5,
         );
         assert_eq!(t.status, Status::Failed);
-        assert_eq!(t.retry_count, 1);
+        assert_eq!(t.retry_count, 0, "no retry was scheduled");
         assert_eq!(t.error.as_deref(), Some("bad address"));
     }
 

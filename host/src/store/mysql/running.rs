@@ -7,6 +7,9 @@
 //! budget). `STRAIGHT_JOIN` makes the server read the batch first and look each row up by id,
 //! whatever its statistics say about the running rows.
 //!
+//! Completions, rescues and releases record the attempts they end in the attempt history in
+//! the same transaction, after a locking read of the rows they change (`history.rs`).
+//!
 //! Counts come from the affected-rows value. The driver connects with `CLIENT_FOUND_ROWS`, so
 //! that value counts the rows matched, not only those whose values changed; every fenced write
 //! here changes the rows it matches anyway (the status or the lease time moves).
@@ -15,7 +18,9 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
 use super::MySqlStore;
+use super::history::{self, Ended, RUNNING_COLUMNS, Running};
 use super::rows::{millis, status_code};
+use crate::store::history::Outcome;
 use crate::store::{AttemptId, Completion, ProgressUpdate, RescueReport, StoreError};
 
 use super::super::encoding::LEASE_EXPIRED;
@@ -34,6 +39,46 @@ impl MySqlStore {
         }
         let mut changed = 0;
         let mut tx = self.pool.begin().await?;
+        // Lock the rows the batch will change, learning when their attempts started, and
+        // record those attempts.
+        let keys = completions
+            .iter()
+            .map(|c| json!({"id": c.id, "owner": c.owner, "attempt": c.attempt}).to_string());
+        let mut started = std::collections::HashMap::new();
+        for batch in super::json_arrays(keys, self.statement_bytes) {
+            let rows: Vec<(i64, u32, Option<i64>)> = sqlx::query_as(
+                "SELECT t.id, t.attempts, t.attempted_at \
+                 FROM JSON_TABLE(?, '$[*]' COLUMNS ( \
+                         c_id BIGINT PATH '$.id', \
+                         c_owner VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.owner', \
+                         c_attempt BIGINT PATH '$.attempt')) AS c \
+                 STRAIGHT_JOIN async_task AS t ON t.id = c.c_id \
+                 WHERE t.status = 1 AND t.lease_owner = c.c_owner AND t.attempts = c.c_attempt \
+                 FOR UPDATE",
+            )
+            .bind(batch)
+            .fetch_all(&mut *tx)
+            .await?;
+            started.extend(rows.into_iter().map(|(id, n, at)| ((id, n), at)));
+        }
+        let ended: Vec<Ended> = completions
+            .iter()
+            .filter_map(|c| {
+                let started_at = *started.get(&(c.id, c.attempt))?;
+                Some(Ended {
+                    task: c.id,
+                    attempt: c.attempt,
+                    host: Some(&c.owner),
+                    plugin_version: c.plugin_version.as_deref(),
+                    started_at,
+                    finished_at: millis(c.finished_at),
+                    outcome: c.outcome,
+                    error: c.transition.error.as_deref(),
+                    log: c.log.as_deref(),
+                })
+            })
+            .collect();
+        history::record(&mut tx, &ended, self.statement_bytes).await?;
         for batch in super::json_arrays(
             completions.iter().map(completion_json),
             self.statement_bytes,
@@ -59,7 +104,7 @@ impl MySqlStore {
                      t.retry_count = c.c_retry_count, \
                      t.next_run_at = COALESCE(c.c_next_run_at, t.next_run_at), \
                      t.result = c.c_result, \
-                     t.last_error = COALESCE(c.c_error, t.last_error), \
+                     t.last_error = CASE WHEN c.c_status = 2 THEN NULL ELSE COALESCE(c.c_error, t.last_error) END, \
                      t.plugin_version = COALESCE(c.c_plugin_version, t.plugin_version), \
                      t.log = c.c_log, \
                      t.finished_at = c.c_finished_at, \
@@ -151,17 +196,32 @@ impl MySqlStore {
             return Ok(0);
         }
         let now = millis(Utc::now());
+        let list = serde_json::to_string(attempts).expect("attempts serialize");
+        let mut tx = self.pool.begin().await?;
+        let running: Vec<Running> = sqlx::query_as(&format!(
+            "SELECT {RUNNING_COLUMNS} FROM {ATTEMPTS_TABLE} WHERE t.status = 1 AND t.lease_owner = ? FOR UPDATE"
+        ))
+        .bind(&list)
+        .bind(owner)
+        .fetch_all(&mut *tx)
+        .await?;
         let outcome = sqlx::query(&format!(
             "UPDATE {ATTEMPTS_TABLE} \
              SET t.status = 0, t.lease_owner = NULL, t.lease_expires_at = NULL, t.next_run_at = ?, t.updated_at = ? \
              WHERE t.status = 1 AND t.lease_owner = ?"
         ))
-        .bind(serde_json::to_string(attempts).expect("attempts serialize"))
+        .bind(&list)
         .bind(now)
         .bind(now)
         .bind(owner)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        let ended: Vec<Ended> = running
+            .iter()
+            .map(|r| Ended::without_result(r, now, Outcome::Released, None))
+            .collect();
+        history::record(&mut tx, &ended, self.statement_bytes).await?;
+        tx.commit().await?;
         Ok(outcome.rows_affected())
     }
 
@@ -173,6 +233,18 @@ impl MySqlStore {
         // only meets rows without.
         let now = millis(now);
         let mut tx = self.pool.begin().await?;
+        let expired: Vec<Running> = sqlx::query_as(&format!(
+            "SELECT {RUNNING_COLUMNS} FROM async_task AS t \
+             WHERE t.status = 1 AND t.lease_expires_at < ? FOR UPDATE"
+        ))
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await?;
+        let ended: Vec<Ended> = expired
+            .iter()
+            .map(|r| Ended::without_result(r, now, Outcome::Rescued, Some(LEASE_EXPIRED)))
+            .collect();
+        history::record(&mut tx, &ended, self.statement_bytes).await?;
         let retried = sqlx::query(
             "UPDATE async_task SET status = 0, retry_count = retry_count + 1, next_run_at = ?, last_error = ?, \
                  lease_owner = NULL, lease_expires_at = NULL, updated_at = ? \
@@ -186,7 +258,7 @@ impl MySqlStore {
         .await?
         .rows_affected();
         let failed = sqlx::query(
-            "UPDATE async_task SET status = 3, retry_count = retry_count + 1, finished_at = ?, last_error = ?, \
+            "UPDATE async_task SET status = 3, finished_at = ?, last_error = ?, \
                  lease_owner = NULL, lease_expires_at = NULL, updated_at = ? \
              WHERE status = 1 AND lease_expires_at < ? AND retry_count >= max_retry",
         )

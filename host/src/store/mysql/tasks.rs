@@ -48,7 +48,7 @@ impl MySqlStore {
              WHERE id = ? AND status IN {}",
             codes_where(Status::can_retry)
         );
-        self.change(id, &sql, now, "retry", "failed or cancelled")
+        self.change(id, &sql, now, "retry", "failed or cancelled", false)
             .await
     }
 
@@ -63,13 +63,15 @@ impl MySqlStore {
              WHERE id = ? AND status IN {}",
             codes_where(Status::can_cancel)
         );
-        self.change(id, &sql, now, "cancel", "pending or running")
+        self.change(id, &sql, now, "cancel", "pending or running", true)
             .await
     }
 
     /// Runs a one-row UPDATE (placeholders: now, now, id) and answers with the changed task,
     /// `NotFound`, or `Conflict` naming the state the task is in. The row is read back in the
-    /// same transaction, so the answer is the row as this change left it.
+    /// same transaction, so the answer is the row as this change left it. With `ends_attempt`
+    /// (a cancel), the row is locked first and a running attempt the change ends is recorded
+    /// in the attempt history as cancelled.
     async fn change(
         &self,
         id: TaskId,
@@ -77,8 +79,23 @@ impl MySqlStore {
         now: DateTime<Utc>,
         action: &'static str,
         allowed: &'static str,
+        ends_attempt: bool,
     ) -> Result<Task, StoreError> {
         let mut tx = self.pool.begin().await?;
+        let mut running: Option<super::history::Running> = None;
+        if ends_attempt {
+            // Locked whatever its state, so a claim cannot start an attempt meanwhile.
+            let row: Option<(i8, i64, u32, Option<Text>, Option<i64>)> = sqlx::query_as(&format!(
+                "SELECT t.status, {} FROM async_task AS t WHERE t.id = ? FOR UPDATE",
+                super::history::RUNNING_COLUMNS
+            ))
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            running = row
+                .filter(|row| row.0 == rows::status_code(Status::Running))
+                .map(|(_, task, attempt, host, started)| (task, attempt, host, started));
+        }
         let changed = sqlx::query(sql)
             .bind(millis(now))
             .bind(millis(now))
@@ -86,6 +103,15 @@ impl MySqlStore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+        if let (Some(running), 1..) = (&running, changed) {
+            let ended = super::history::Ended::without_result(
+                running,
+                millis(now),
+                crate::store::history::Outcome::Cancelled,
+                None,
+            );
+            super::history::record(&mut tx, &[ended], self.statement_bytes).await?;
+        }
         let row: Option<MySqlRow> = sqlx::query(&format!(
             "SELECT {TASK_COLUMNS} FROM async_task AS t WHERE t.id = ?"
         ))

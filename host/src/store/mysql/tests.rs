@@ -115,6 +115,7 @@ fn done(task: &Task, result: String, log: String) -> Completion {
             result: Some(result),
             error: None,
         },
+        outcome: crate::store::history::Outcome::Done,
         plugin_version: Some("v1".into()),
         log: Some(log),
         finished_at: Utc::now(),

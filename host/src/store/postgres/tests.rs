@@ -191,6 +191,7 @@ async fn an_unreadable_claimed_task_fails_without_poisoning_the_claim() {
             result: Some("1".into()),
             error: None,
         },
+        outcome: crate::store::history::Outcome::Done,
         plugin_version: None,
         log: None,
         finished_at: Utc::now(),
@@ -369,6 +370,7 @@ async fn handler_output_with_nul_characters_does_not_block_completions() {
             result: Some("r\0".into()),
             error: Some("e\0".into()),
         },
+        outcome: crate::store::history::Outcome::Done,
         plugin_version: None,
         log: Some("printed \0 binary".into()),
         finished_at: Utc::now(),
@@ -376,8 +378,12 @@ async fn handler_output_with_nul_characters_does_not_block_completions() {
     assert_eq!(store.complete(&[done]).await.unwrap(), 1);
     let stored = store.get(task.id).await.unwrap().unwrap();
     assert_eq!(stored.result.as_deref(), Some("r\u{FFFD}"));
-    assert_eq!(stored.last_error.as_deref(), Some("e\u{FFFD}"));
+    assert_eq!(stored.last_error, None, "cleared: the task is done");
     assert_eq!(stored.log.as_deref(), Some("printed \u{FFFD} binary"));
+    use crate::store::history::AttemptHistory;
+    let record = store.attempt_history(task.id).await.unwrap().remove(0);
+    assert_eq!(record.error.as_deref(), Some("e\u{FFFD}"));
+    assert_eq!(record.log.as_deref(), Some("printed \u{FFFD} binary"));
     assert_eq!(stored.progress_note.as_deref(), Some("x\u{FFFD}"));
     store.close().await;
 }

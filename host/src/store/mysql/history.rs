@@ -1,0 +1,170 @@
+//! The attempt history on MySQL and MariaDB (`async_task_attempt`, see
+//! [`crate::store::history`]).
+//!
+//! Every write that ends attempts (a completion batch, a rescue, a release, a cancel) first
+//! locks the task rows it is about to change with a locking read (`FOR UPDATE`) that returns
+//! the attempts it will end: at READ COMMITTED a plain `INSERT … SELECT` reads without locks,
+//! so a cancel or rescue committing between it and the change could leave a record for an
+//! outcome that never applied. With the rows locked, the records and the change describe the
+//! same rows; both are written in the caller's transaction. Records travel as one JSON array
+//! per statement (split at the statement size budget), like every batch on this backend.
+
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+use sqlx::MySqlConnection;
+
+use super::MySqlStore;
+use super::rows::Text;
+use crate::store::StoreError;
+use crate::store::history::{AttemptHistory, AttemptRecord, Outcome, record_from_row, trim_up_to};
+use crate::task::TaskId;
+
+/// One stored record: attempt, host, plugin_version, started_at, finished_at, outcome, error, log.
+type Row = (
+    u32,
+    Option<Text>,
+    Option<Text>,
+    Option<i64>,
+    i64,
+    i8,
+    Option<Text>,
+    Option<Text>,
+);
+
+#[async_trait]
+impl AttemptHistory for MySqlStore {
+    async fn attempt_history(&self, id: TaskId) -> Result<Vec<AttemptRecord>, StoreError> {
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT attempt, host, plugin_version, started_at, finished_at, outcome, error, log \
+             FROM async_task_attempt WHERE task_id = ? ORDER BY attempt",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?;
+        let text = |t: Option<Text>| t.map(|Text(s)| s);
+        rows.into_iter()
+            .map(
+                |(attempt, host, version, started, finished, outcome, error, log)| {
+                    record_from_row(
+                        id,
+                        attempt.into(),
+                        text(host),
+                        text(version),
+                        started,
+                        finished,
+                        outcome.into(),
+                        text(error),
+                        text(log),
+                    )
+                },
+            )
+            .collect()
+    }
+}
+
+/// A running attempt as a locking read found it: task, attempt, host, start.
+pub(super) type Running = (i64, u32, Option<Text>, Option<i64>);
+
+/// The columns a locking read selects for [`Running`].
+pub(super) const RUNNING_COLUMNS: &str = "t.id, t.attempts, t.lease_owner, t.attempted_at";
+
+/// One attempt to record.
+pub(super) struct Ended<'a> {
+    pub task: TaskId,
+    pub attempt: u32,
+    pub host: Option<&'a str>,
+    pub plugin_version: Option<&'a str>,
+    pub started_at: Option<i64>,
+    pub finished_at: i64,
+    pub outcome: Outcome,
+    pub error: Option<&'a str>,
+    pub log: Option<&'a str>,
+}
+
+impl<'a> Ended<'a> {
+    /// The record of a running attempt that ends without a result of its own (rescued,
+    /// cancelled, released).
+    pub fn without_result(
+        running: &'a Running,
+        finished_at: i64,
+        outcome: Outcome,
+        error: Option<&'a str>,
+    ) -> Self {
+        let (task, attempt, host, started_at) = running;
+        Ended {
+            task: *task,
+            attempt: *attempt,
+            host: host.as_ref().map(|Text(h)| h.as_str()),
+            plugin_version: None,
+            started_at: *started_at,
+            finished_at,
+            outcome,
+            error,
+            log: None,
+        }
+    }
+
+    /// The record as a JSON object; fields without a value are left out (NULL in the table).
+    fn json(&self) -> String {
+        let mut item = Map::new();
+        let mut put = |name: &str, value: Value| {
+            if !value.is_null() {
+                item.insert(name.to_string(), value);
+            }
+        };
+        put("task", json!(self.task));
+        put("attempt", json!(self.attempt));
+        put("host", json!(self.host));
+        put("plugin_version", json!(self.plugin_version));
+        put("started_at", json!(self.started_at));
+        put("finished_at", json!(self.finished_at));
+        put("outcome", json!(self.outcome.code()));
+        put("error", json!(self.error));
+        put("log", json!(self.log));
+        Value::Object(item).to_string()
+    }
+}
+
+/// Writes these records and keeps the bound, in the caller's transaction.
+pub(super) async fn record(
+    conn: &mut MySqlConnection,
+    ended: &[Ended<'_>],
+    statement_bytes: usize,
+) -> Result<(), StoreError> {
+    if ended.is_empty() {
+        return Ok(());
+    }
+    for batch in super::json_arrays(ended.iter().map(Ended::json), statement_bytes) {
+        sqlx::query(
+            "INSERT INTO async_task_attempt \
+                 (task_id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log) \
+             SELECT r_task, r_attempt, r_host, r_version, r_started, r_finished, r_outcome, r_error, r_log \
+             FROM JSON_TABLE(?, '$[*]' COLUMNS ( \
+                     r_task BIGINT PATH '$.task', \
+                     r_attempt BIGINT PATH '$.attempt', \
+                     r_host VARCHAR(255) CHARACTER SET utf8mb4 PATH '$.host', \
+                     r_version VARCHAR(255) CHARACTER SET utf8mb4 PATH '$.plugin_version', \
+                     r_started BIGINT PATH '$.started_at', \
+                     r_finished BIGINT PATH '$.finished_at', \
+                     r_outcome TINYINT PATH '$.outcome', \
+                     r_error LONGTEXT CHARACTER SET utf8mb4 PATH '$.error', \
+                     r_log LONGTEXT CHARACTER SET utf8mb4 PATH '$.log')) AS r \
+             ON DUPLICATE KEY UPDATE task_id = async_task_attempt.task_id",
+        )
+        .bind(batch)
+        .execute(&mut *conn)
+        .await?;
+    }
+    for e in ended {
+        if let Some(up_to) = trim_up_to(e.attempt) {
+            sqlx::query(
+                "DELETE FROM async_task_attempt WHERE task_id = ? AND attempt BETWEEN 2 AND ?",
+            )
+            .bind(e.task)
+            .bind(up_to)
+            .execute(&mut *conn)
+            .await?;
+        }
+    }
+    Ok(())
+}

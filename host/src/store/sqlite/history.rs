@@ -1,0 +1,190 @@
+//! The attempt history on SQLite (`async_task_attempt`, see [`crate::store::history`]).
+//!
+//! The writers here run inside the transaction of the change they record, on the single
+//! writer connection, *before* that change: each selects the attempts it records from the
+//! task rows as they still are (running, under the lease and claim being ended), and SQLite's
+//! one writer guarantees the change that follows sees the same rows. A batch is one
+//! `INSERT … SELECT` over a JSON array, so a completion batch costs one statement more, not
+//! one per task.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use sqlx::SqliteConnection;
+
+use super::SqliteStore;
+use crate::store::encoding::{LEASE_EXPIRED, millis};
+use crate::store::history::{AttemptHistory, AttemptRecord, Outcome, record_from_row, trim_up_to};
+use crate::store::{AttemptId, Completion, StoreError};
+use crate::task::TaskId;
+
+/// The columns every insert below fills, in this order.
+const COLUMNS: &str = "INSERT INTO async_task_attempt \
+     (task_id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log) ";
+
+/// One stored record: attempt, host, plugin_version, started_at, finished_at, outcome, error, log.
+type Row = (
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    i64,
+    i64,
+    Option<String>,
+    Option<String>,
+);
+
+#[async_trait]
+impl AttemptHistory for SqliteStore {
+    async fn attempt_history(&self, id: TaskId) -> Result<Vec<AttemptRecord>, StoreError> {
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT attempt, host, plugin_version, started_at, finished_at, outcome, error, log \
+             FROM async_task_attempt WHERE task_id = ? ORDER BY attempt",
+        )
+        .bind(id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.into_iter()
+            .map(
+                |(attempt, host, version, started, finished, outcome, error, log)| {
+                    record_from_row(
+                        id, attempt, host, version, started, finished, outcome, error, log,
+                    )
+                },
+            )
+            .collect()
+    }
+}
+
+/// Records the attempts of a completion batch that will apply: those whose task is still
+/// running under the completion's owner and claim. Run before the batch's update.
+pub(super) async fn record_completions(
+    conn: &mut SqliteConnection,
+    completions: &[Completion],
+) -> Result<(), StoreError> {
+    // Only what the record needs: the result (often the largest text) stays out.
+    let batch: Vec<serde_json::Value> = completions
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.id,
+                "owner": c.owner,
+                "attempt": c.attempt,
+                "outcome": c.outcome.code(),
+                "error": c.transition.error,
+                "plugin_version": c.plugin_version,
+                "log": c.log,
+                "now": millis(c.finished_at),
+            })
+        })
+        .collect();
+    sqlx::query(&format!(
+        "{COLUMNS} \
+         SELECT t.id, t.attempts, c.owner, c.plugin_version, t.attempted_at, c.now, c.outcome, c.error, c.log \
+         FROM (SELECT value ->> '$.id' AS id, value ->> '$.owner' AS owner, \
+                      value ->> '$.attempt' AS attempt, value ->> '$.outcome' AS outcome, \
+                      value ->> '$.error' AS error, value ->> '$.plugin_version' AS plugin_version, \
+                      value ->> '$.log' AS log, value ->> '$.now' AS now \
+               FROM json_each(?1)) AS c \
+         CROSS JOIN async_task AS t NOT INDEXED ON t.id = c.id \
+         WHERE t.status = 1 AND t.lease_owner = c.owner AND t.attempts = c.attempt \
+         ON CONFLICT DO NOTHING"
+    ))
+    .bind(serde_json::Value::Array(batch).to_string())
+    .execute(&mut *conn)
+    .await?;
+    let ended: Vec<(TaskId, u32)> = completions.iter().map(|c| (c.id, c.attempt)).collect();
+    trim(conn, &ended).await
+}
+
+/// Records [`Outcome::Rescued`] for every running task whose lease expired before `now`. Run
+/// before the rescue's update, with the same `now`.
+pub(super) async fn record_rescues(
+    conn: &mut SqliteConnection,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query(&format!(
+        "{COLUMNS} \
+         SELECT id, attempts, lease_owner, NULL, attempted_at, ?1, ?2, ?3, NULL \
+         FROM async_task INDEXED BY async_task_lease \
+         WHERE status = 1 AND lease_expires_at < ?1 \
+         ON CONFLICT DO NOTHING"
+    ))
+    .bind(millis(now))
+    .bind(Outcome::Rescued.code())
+    .bind(LEASE_EXPIRED)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Records [`Outcome::Cancelled`] for the running attempt of task `id`, if it is running. Run
+/// before the cancel's update.
+pub(super) async fn record_cancel(
+    conn: &mut SqliteConnection,
+    id: TaskId,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let recorded: Option<(i64,)> = sqlx::query_as(&format!(
+        "{COLUMNS} \
+         SELECT id, attempts, lease_owner, NULL, attempted_at, ?2, ?3, NULL, NULL \
+         FROM async_task WHERE id = ?1 AND status = 1 \
+         ON CONFLICT DO NOTHING RETURNING attempt"
+    ))
+    .bind(id)
+    .bind(millis(now))
+    .bind(Outcome::Cancelled.code())
+    .fetch_optional(&mut *conn)
+    .await?;
+    match recorded {
+        Some((attempt,)) => trim(conn, &[(id, u32::try_from(attempt).unwrap_or(0))]).await,
+        None => Ok(()),
+    }
+}
+
+/// Records [`Outcome::Released`] for the attempts being handed back that are still running
+/// under `owner`. Run before the release's update.
+pub(super) async fn record_releases(
+    conn: &mut SqliteConnection,
+    owner: &str,
+    attempts: &[AttemptId],
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query(&format!(
+        "{COLUMNS} \
+         SELECT t.id, t.attempts, t.lease_owner, NULL, t.attempted_at, ?3, ?4, NULL, NULL \
+         FROM (SELECT value ->> '$.task' AS id, value ->> '$.attempt' AS attempt FROM json_each(?2)) AS a \
+         CROSS JOIN async_task AS t NOT INDEXED ON t.id = a.id \
+         WHERE t.attempts = a.attempt AND t.status = 1 AND t.lease_owner = ?1 \
+         ON CONFLICT DO NOTHING"
+    ))
+    .bind(owner)
+    .bind(json!(attempts).to_string())
+    .bind(millis(now))
+    .bind(Outcome::Released.code())
+    .execute(&mut *conn)
+    .await?;
+    let ended: Vec<(TaskId, u32)> = attempts.iter().map(|a| (a.task, a.attempt)).collect();
+    trim(conn, &ended).await
+}
+
+/// Keeps the bound after these attempts were recorded: deletes each task's records from 2 up
+/// to the attempt minus [`crate::store::history::KEPT_ATTEMPTS`]. Nothing runs for attempts
+/// within the bound.
+pub(super) async fn trim(
+    conn: &mut SqliteConnection,
+    attempts: &[(TaskId, u32)],
+) -> Result<(), StoreError> {
+    for &(id, attempt) in attempts {
+        if let Some(up_to) = trim_up_to(attempt) {
+            sqlx::query(
+                "DELETE FROM async_task_attempt WHERE task_id = ?1 AND attempt BETWEEN 2 AND ?2",
+            )
+            .bind(id)
+            .bind(i64::from(up_to))
+            .execute(&mut *conn)
+            .await?;
+        }
+    }
+    Ok(())
+}
