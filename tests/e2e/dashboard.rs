@@ -340,6 +340,18 @@ fn dashboard_pages_work_in_a_real_browser() {
     let counts = browser.js("return document.getElementById('counts').innerText", vec![]);
     assert!(counts.as_str().unwrap().contains("failed"), "{counts}");
     browser.screenshot("overview");
+    // Live: a task enqueued now shows in the counts without a reload.
+    let (status, body) = api(
+        &host,
+        "POST",
+        "/tasks",
+        Some(json!({ "task_type": "noop", "payload": {}, "delay": "1h" })),
+    );
+    assert_eq!(status, 201, "{body}");
+    browser.wait_js(
+        "the new pending task in the counts",
+        "return document.querySelector('#counts .card-pending .card-value').innerText === '1'",
+    );
     browser.assert_no_console_errors("overview");
 
     // Dead letters: select two of the four and retry them.

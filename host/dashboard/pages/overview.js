@@ -3,8 +3,8 @@
 // and the latest tasks.
 
 import * as api from '../api.js';
-import { h, add, fill, duration, relative, status, table, taskLink, time, unavailable, clip } from '../dom.js';
-import { LineChart } from '../charts.js';
+import { h, add, fill, clip, duration, status, table, taskLink, time, unavailable } from '../dom.js';
+import { COLOURS, DASH, LineChart } from '../charts.js';
 
 const WINDOWS = [['1h', 'last hour'], ['1d', 'last day'], ['7d', 'last week']];
 /** Points the live curve keeps when the host has no GET /stats (an hour at 3 s). */
@@ -38,8 +38,8 @@ export default {
     const charts = {
       backlog: new LineChart(backlogBox, { format: count }),
       finished: hasStats ? new LineChart(finishedBox, { format: count }) : null,
-      attempt: hasStats ? new LineChart(attemptBox, { format: duration }) : null,
-      oldest: hasStats ? new LineChart(oldestBox, { format: duration, height: 160 }) : null,
+      attempt: hasStats ? new LineChart(attemptBox, { format: duration, emptyMax: 1000 }) : null,
+      oldest: hasStats ? new LineChart(oldestBox, { format: duration, height: 160, emptyMax: 1000 }) : null,
     };
     const live = { xs: [], pending: [], running: [], failed: [] };
 
@@ -113,10 +113,10 @@ export default {
       backlogNote.textContent = s.xs.length
         ? `Per task type, ${WINDOWS.find(([w]) => w === span)[1]}, one point per ${duration(s.stepMs)}.`
         : 'No points yet: the host samples the queue every stats interval.';
-      charts.backlog.set(s.xs, s.backlog);
-      charts.finished.set(s.xs, s.finished);
-      charts.attempt.set(s.xs, s.attempt);
-      charts.oldest.set(s.xs, s.oldest);
+      charts.backlog.set(s.xs, s.backlog, s.range);
+      charts.finished.set(s.xs, s.finished, s.range);
+      charts.attempt.set(s.xs, s.attempt, s.range);
+      charts.oldest.set(s.xs, s.oldest, s.range);
       oldestNow.textContent = s.oldestNowMs > 0
         ? `Now: the oldest due task has waited ${duration(s.oldestNowMs)}.`
         : 'Now: no task is waiting past its due time.';
@@ -144,16 +144,18 @@ export function statsSeries(stats) {
   const zeros = () => times.map(() => 0);
   const gaps = () => times.map(() => null);
   const backlog = new Map();
-  for (const s of stats.series ?? []) {
-    for (const state of ['pending', 'running', 'failed']) backlog.set(`${s.task_type} ${state}`, zeros());
-  }
+  (stats.series ?? []).forEach((s, n) => {
+    for (const state of ['pending', 'running', 'failed']) {
+      backlog.set(`${s.task_type} ${state}`, { colour: COLOURS[n % COLOURS.length], dash: DASH[state], values: zeros() });
+    }
+  });
   const finished = { done: zeros(), failed: zeros(), cancelled: zeros() };
   const p50 = gaps();
   const p95 = gaps();
   const oldest = gaps();
   for (const p of all) {
     const i = index.get(Date.parse(p.at));
-    for (const state of ['pending', 'running', 'failed']) backlog.get(`${p.task_type} ${state}`)[i] = p[state];
+    for (const state of ['pending', 'running', 'failed']) backlog.get(`${p.task_type} ${state}`).values[i] = p[state];
     for (const outcome of ['done', 'failed', 'cancelled']) finished[outcome][i] += p.finished_per_minute?.[outcome] ?? 0;
     // Across types, the slowest type's percentiles and the longest wait: the worst case shows.
     if (p.attempt_p50_ms != null) p50[i] = Math.max(p50[i] ?? 0, p.attempt_p50_ms);
@@ -165,7 +167,9 @@ export function statsSeries(stats) {
     xs: times.map((t) => t / 1000),
     stepMs: (stats.step_seconds ?? 0) * 1000,
     oldestNowMs: now * 1000,
-    backlog: [...backlog].map(([label, values]) => ({ label, values })),
+    range: stats.from && stats.to ? [Date.parse(stats.from) / 1000, Date.parse(stats.to) / 1000] : null,
+    // A state that stayed at zero all window long is left out: the legend names what moved.
+    backlog: [...backlog].filter(([, s]) => s.values.some((v) => v > 0)).map(([label, s]) => ({ label, ...s })),
     finished: Object.entries(finished).map(([label, values]) => ({ label, values })),
     attempt: [{ label: 'p50', values: p50 }, { label: 'p95', values: p95 }],
     oldest: [{ label: 'oldest pending', values: oldest }],
