@@ -1,7 +1,7 @@
 //! Dead letters and queue control, end to end: bulk retry of exactly the selected dead letters
 //! once their cause is fixed (the dry run's counts match), bulk discard, and pausing a task type
 //! (its tasks wait while another type keeps flowing, then run on resume), on one host and
-//! across two hosts sharing a PostgreSQL database. The CLI commands are driven too.
+//! across two hosts sharing a PostgreSQL or MariaDB database. The CLI commands are driven too.
 
 use serde_json::{Value, json};
 use std::process::Command;
@@ -236,6 +236,21 @@ fn a_pause_through_one_host_holds_on_another_on_postgres() {
     else {
         return;
     };
+    pause_across_two_hosts(url);
+}
+
+#[test]
+fn a_pause_through_one_host_holds_on_another_on_mariadb() {
+    let Some(url) = servers::url(Backend::MySql).map(|_| servers::fresh_database(Backend::MySql))
+    else {
+        return;
+    };
+    pause_across_two_hosts(url);
+}
+
+/// Two hosts on one database: a pause through the first holds on the second (within its poll
+/// interval), the other type keeps flowing, and a resume through the second restarts both.
+fn pause_across_two_hosts(url: String) {
     let ws = Workspace::with_plugins(&["noop"]).on_database(url);
     ws.add_plugin("noop", "mail");
     ws.add_plugin("noop", "report");
