@@ -201,8 +201,11 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     let finished = Arc::new(crate::worker::finished::Finished::default());
     let (completer, updates) = Completer::new(store.clone(), shutdown.clone());
     let completer = completer.publish_to(finished.clone());
+    // One group commit for every enqueue of this host: the API's and the handlers' follow-ups.
+    let enqueuer = crate::enqueue::Enqueuer::start(store.clone());
     let services = Arc::new(StoreServices {
         store: store.clone(),
+        enqueuer: enqueuer.clone(),
         registry: registry.clone(),
         updates: updates.clone(),
         wake: wake.clone(),
@@ -306,25 +309,13 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         board: schedule_board.clone(),
         shutdown: shutdown.clone(),
     };
-    // Periodic tasks, enqueued by the leader (crate::worker::scheduler).
-    let schedule_board = Arc::new(crate::worker::scheduler::ScheduleBoard::default());
-    let scheduler = crate::worker::scheduler::Scheduler {
-        store: store.clone(),
-        registry: registry.clone(),
-        configured: config.schedules.clone(),
-        default_max_retry: config.defaults.max_retry,
-        leadership: leadership.clone(),
-        wake: wake.clone(),
-        board: schedule_board.clone(),
-        shutdown: shutdown.clone(),
-    };
     let app = api::router(Arc::new(AppState {
         store: store.clone(),
         registry,
         config: config.clone(),
         wake,
         host_id: host_id.clone(),
-        enqueuer: crate::enqueue::Enqueuer::start(store.clone()),
+        enqueuer,
         in_flight,
         estimates,
         leadership,

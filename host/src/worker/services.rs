@@ -16,6 +16,8 @@ use crate::store::{ProgressUpdate, SharedStore, StoreError};
 /// [`TaskServices`] backed by the task database.
 pub struct StoreServices {
     pub store: SharedStore,
+    /// Follow-up tasks are group-committed with the API's enqueues.
+    pub enqueuer: crate::enqueue::Enqueuer,
     pub registry: Arc<Registry>,
     pub updates: UpdateSender,
     pub wake: Arc<Notify>,
@@ -118,10 +120,10 @@ impl TaskServices for StoreServices {
             Err(reason) => return Ok(Err(reason.to_string())),
         };
         let enqueued = self
-            .store
+            .enqueuer
             .enqueue(vec![task])
             .await
-            .map_err(unavailable)?
+            .map_err(|error| ServiceError::Unavailable(error.to_string()))?
             .pop()
             .expect("one result per task");
         if !enqueued.duplicate {
