@@ -386,3 +386,49 @@ fn dead_letters_alert_on_both_channels_resolve_and_the_drill_proves_the_chain() 
         .count();
     assert_eq!(drills, 3, "one e-mail per drill");
 }
+
+#[test]
+fn a_plugin_that_fails_to_load_alerts_under_the_default_rules_and_resolves_when_removed() {
+    let hook = Receiver::start();
+    let ws = Workspace::with_plugins(&["noop"]);
+    std::fs::write(ws.plugin_dir().join("broken.wasm"), b"not a component").unwrap();
+    // No [[alerts.rule]]: the defaults (dead letters, plugin_load, database) apply.
+    let host = start_with(
+        &ws,
+        "spool.toml",
+        &format!(
+            "[alerts]\ninterval = \"200ms\"\n[[alerts.webhook]]\nurl = \"http://127.0.0.1:{}/\"\n",
+            hook.port
+        ),
+    );
+    let (_, view) = host.get("/alerts");
+    let kinds: Vec<&str> = view["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["dead_letters", "plugin_load", "database"]);
+    assert_eq!(
+        view["rules"][0]["description"],
+        "more than 3 dead letters of a type within 10m"
+    );
+
+    let firing = hook.wait_for("the plugin alert", |b| b["event"] == "firing");
+    assert_eq!(firing["alert"], "plugin_load:broken");
+    let host_id = host.get("/health").1["host_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let text = firing["text"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("plugin broken failed to load on host {host_id}")),
+        "{text}"
+    );
+    let (_, view) = host.get("/alerts");
+    assert_eq!(view["firing"][0]["alert"], "plugin_load:broken", "{view:#}");
+
+    std::fs::remove_file(ws.plugin_dir().join("broken.wasm")).unwrap();
+    let resolved = hook.wait_for("the resolved plugin alert", |b| b["event"] == "resolved");
+    assert_eq!(resolved["alert"], "plugin_load:broken");
+}
