@@ -1,6 +1,7 @@
 //! Periodic tasks with real hosts: `every = "1s"` ticks from a plugin's manifest enqueue tasks
 //! that run, come and go with the manifest, and show in `GET /schedules` and `spool
-//! schedules`; two hosts on one database enqueue each tick once, also across a failover; a host
+//! schedules`; two hosts on one database (SQLite, PostgreSQL, MariaDB) enqueue each tick once,
+//! also across a failover; a host
 //! stopped across several ticks enqueues one task for them when it starts again.
 
 use chrono::{DateTime, Utc};
@@ -8,6 +9,7 @@ use serde_json::{Value, json};
 use std::process::Command;
 use std::time::Duration;
 
+use crate::servers::{self, Backend};
 use crate::util::{Host, Workspace, eventually};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -143,7 +145,31 @@ fn manifest_ticks_every_second_run_and_leave_with_the_manifest() {
 
 #[test]
 fn two_hosts_on_one_database_enqueue_each_tick_once_across_a_failover() {
-    let ws = Workspace::with_plugins(&["noop"]);
+    two_hosts_tick_once(Workspace::with_plugins(&["noop"]));
+}
+
+#[test]
+fn two_hosts_on_postgres_enqueue_each_tick_once_across_a_failover() {
+    let Some(url) =
+        servers::url(Backend::Postgres).map(|_| servers::fresh_database(Backend::Postgres))
+    else {
+        return;
+    };
+    two_hosts_tick_once(Workspace::with_plugins(&["noop"]).on_database(url));
+}
+
+#[test]
+fn two_hosts_on_mariadb_enqueue_each_tick_once_across_a_failover() {
+    let Some(url) = servers::url(Backend::MySql).map(|_| servers::fresh_database(Backend::MySql))
+    else {
+        return;
+    };
+    two_hosts_tick_once(Workspace::with_plugins(&["noop"]).on_database(url));
+}
+
+/// Two hosts share `ws`'s database and a spool.toml schedule ticking every second; the leader
+/// is killed and the other takes over.
+fn two_hosts_tick_once(ws: Workspace) {
     let config = ws.dir.path().join("spool.toml");
     std::fs::write(
         &config,
