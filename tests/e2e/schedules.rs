@@ -1,8 +1,8 @@
 //! Periodic tasks with real hosts: `every = "1s"` ticks from a plugin's manifest enqueue tasks
 //! that run, come and go with the manifest, and show in `GET /schedules` and `spool
 //! schedules`; two hosts on one database (SQLite, PostgreSQL, MariaDB) enqueue each tick once,
-//! also across a failover; a host
-//! stopped across several ticks enqueues one task for them when it starts again.
+//! also across a failover; a host stopped across several ticks enqueues one task for them when
+//! it starts again.
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
