@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::plugins::Registry;
-use crate::plugins::loader::is_valid_task_type;
+use crate::task::is_valid_task_type;
 use crate::task::NewTask;
 
 /// Longest accepted idempotency key, in characters (Unicode scalar values, as JSON Schema's

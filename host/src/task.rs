@@ -27,6 +27,17 @@ use crate::backoff::Backoff;
 /// Identifier of a task: the row id in the task table.
 pub type TaskId = i64;
 
+/// Whether `name` is usable as a task type: 1 to 64 ASCII letters, digits, `_` or `-`. A task
+/// type is also the file stem of its plugin (`NAME.wasm`), so the rule keeps it a plain file
+/// name on every system.
+pub fn is_valid_task_type(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 /// Where a task is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -311,6 +322,16 @@ pub fn after(now: DateTime<Utc>, delay: Duration) -> DateTime<Utc> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn task_type_names() {
+        assert!(is_valid_task_type("report"));
+        assert!(is_valid_task_type("send-email_v2"));
+        assert!(!is_valid_task_type(""));
+        assert!(!is_valid_task_type("has space"));
+        assert!(!is_valid_task_type("dots.not.allowed"));
+        assert!(!is_valid_task_type(&"x".repeat(65)));
+    }
 
     fn now() -> DateTime<Utc> {
         DateTime::from_timestamp(1_800_000_000, 0).unwrap()

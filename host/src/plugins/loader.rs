@@ -179,14 +179,7 @@ pub fn read_plugin_file(
     Ok(Some(bytes))
 }
 
-/// Whether `name` is usable as a task type (and so as a file stem).
-pub fn is_valid_task_type(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
+pub use crate::task::is_valid_task_type;
 
 /// Loads plugins: reads the component and its manifest, hashes, compiles (through the cache).
 pub struct PluginLoader {
@@ -395,15 +388,5 @@ mod tests {
         }
         drop(writer);
         assert_eq!(read().unwrap().unwrap(), b"\0asm");
-    }
-
-    #[test]
-    fn task_type_names() {
-        assert!(is_valid_task_type("report"));
-        assert!(is_valid_task_type("send-email_v2"));
-        assert!(!is_valid_task_type(""));
-        assert!(!is_valid_task_type("has space"));
-        assert!(!is_valid_task_type("dots.not.allowed"));
-        assert!(!is_valid_task_type(&"x".repeat(65)));
     }
 }

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::plugins::loader::is_valid_task_type;
+use crate::task::is_valid_task_type;
 
 /// The handler contract (`wit/handler.wit`) this host implements.
 pub const HANDLER_WIT: &str = include_str!("../../../wit/handler.wit");

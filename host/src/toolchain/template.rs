@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 
 use super::{HANDLER_WIT, Language};
-use crate::plugins::loader::is_valid_task_type;
+use crate::task::is_valid_task_type;
 
 /// A file of a template: its path in the new project and its contents.
 struct TemplateFile {
