@@ -205,7 +205,7 @@ struct TasksArgs {
 
 #[derive(Args)]
 struct BulkArgs {
-    /// Task ids (with no other filter and one id, that task alone, as before)
+    /// Task ids; `spool retry ID` alone retries that one task and prints it
     ids: Vec<i64>,
     /// Only tasks of this type
     #[arg(long = "type")]

@@ -160,7 +160,7 @@ fn selected_dead_letters_are_retried_in_bulk_once_fixed_and_the_rest_discarded()
     assert_eq!(mail["counts"]["cancelled"], 2, "{mail}");
     assert_eq!(mail["load_state"], "loaded");
 
-    // `spool retry ID` still retries one task.
+    // `spool retry ID` retries one task.
     let one = broken[0]["id"].as_i64().unwrap();
     let (ok, out) = spool(&host, &["retry", &one.to_string()]);
     assert!(ok, "{out}");
