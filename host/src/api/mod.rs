@@ -18,7 +18,6 @@ pub mod health;
 pub mod metrics;
 pub mod plugins;
 pub mod schedules;
-pub mod schedules;
 pub mod server;
 pub mod spec;
 pub mod stats;
@@ -66,8 +65,6 @@ pub struct AppState {
     pub finished: Arc<crate::worker::finished::Finished>,
     /// Ends waiting requests when the host stops.
     pub shutdown: crate::shutdown::Shutdown,
-    /// What this host knows of the periodic tasks' ticks (`GET /schedules`).
-    pub schedules: Arc<crate::worker::scheduler::ScheduleBoard>,
     /// What this host knows of the periodic tasks' ticks (`GET /schedules`).
     pub schedules: Arc<crate::worker::scheduler::ScheduleBoard>,
     /// The backlog, read at most every few seconds for `GET /stats` and `GET /metrics`.
@@ -135,7 +132,6 @@ fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
         .routes(routes!(tasks::list_tasks))
         .routes(routes!(health::health))
         .routes(routes!(schedules::list_schedules))
-        .routes(routes!(schedules::list_schedules))
         .routes(routes!(plugins::list_plugins))
         .routes(routes!(stats::get_stats))
         .routes(routes!(metrics::get_metrics))
@@ -166,7 +162,11 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 pub fn router(state: Arc<AppState>) -> Router {
     let (routes, base) = api();
     let route_labels = Arc::new(metrics::Routes::new(
-        base.paths.paths.keys().map(String::as_str).chain(["/openapi.json"]),
+        base.paths
+            .paths
+            .keys()
+            .map(String::as_str)
+            .chain(["/openapi.json"]),
     ));
     let spec = Arc::new(spec::describe(&state.config, base));
     let body_limit = state.config.max_body_bytes;

@@ -8,7 +8,6 @@
 //! - [`sampler`]: keeps the backlog history behind `GET /stats` (on the leader);
 //! - [`leader`]: elects the one host that runs maintenance;
 //! - [`scheduler`]: enqueues the ticks of periodic tasks (on the leader);
-//! - [`scheduler`]: enqueues the ticks of periodic tasks (on the leader);
 //! - [`supervisor`]: stops the host loudly when the dispatcher or completer dies;
 //! - [`paused`]: the task types paused on this database, left out of claims;
 //! - [`in_flight`]: the attempts running here; [`rate`]: per-type start rates;
@@ -32,9 +31,8 @@ pub mod lease_keeper;
 pub mod paused;
 pub mod rate;
 pub mod rescuer;
-pub mod scheduler;
-pub mod scheduler;
 pub mod sampler;
+pub mod scheduler;
 pub mod services;
 pub mod supervisor;
 
