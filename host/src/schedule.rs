@@ -225,7 +225,7 @@ impl Timing {
                 let previous = cron.find_previous_occurrence(&local, true).ok()?;
                 let start = cron
                     .find_previous_occurrence(&previous, false)
-                    .unwrap_or_else(|_| previous.clone() - chrono::Duration::seconds(1));
+                    .unwrap_or_else(|_| previous - chrono::Duration::seconds(1));
                 let mut cursor = start;
                 let mut latest = None;
                 // Two occurrences back, plus room for a repeated hour: a handful of steps.
