@@ -215,3 +215,18 @@ fn series<'a>(stats: &'a Json, task_type: &str) -> Vec<&'a Json> {
         .flat_map(|s| s["points"].as_array().unwrap())
         .collect()
 }
+
+#[test]
+fn metrics_and_stats_are_reads_that_need_a_token_where_tokens_are_set() {
+    let ws = Workspace::with_plugins(&["noop"]);
+    let host = ws.start(&["--api-token", "w-token", "--read-token", "r-token"]);
+    for path in ["/metrics", "/stats"] {
+        let url = format!("{}{path}", host.url);
+        let anonymous = host.http.get(&url).send().unwrap();
+        assert_eq!(anonymous.status().as_u16(), 401, "{path} without a token");
+        for token in ["r-token", "w-token"] {
+            let answer = host.http.get(&url).bearer_auth(token).send().unwrap();
+            assert_eq!(answer.status().as_u16(), 200, "{path} with {token}");
+        }
+    }
+}
