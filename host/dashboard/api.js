@@ -78,7 +78,9 @@ export async function call(method, path, body) {
   const error = new ApiError(
     response.status,
     data?.error?.code ?? `http_${response.status}`,
-    data?.error?.message ?? `${method} ${path} answered ${response.status}`,
+    // GET /health answers 503 with its own body, which names the database that does not answer.
+    data?.error?.message ?? (typeof data?.database === 'string' ? data.database : null)
+      ?? `${method} ${path} answered ${response.status}`,
   );
   if (response.status === 401) unauthorizedListeners.forEach((listener) => listener(error));
   throw error;

@@ -19,8 +19,9 @@ export default {
         ['Type', 'Version', 'Kind', 'Last swap', 'Pending', 'Load error (newer file)'],
         p.plugins,
         (x) => [
-          h('strong', {}, x.task_type),
-          h('code', { title: x.version }, shortVersion(x.version)),
+          h('span', {}, h('strong', {}, x.task_type), x.paused ? [' ', h('span', { class: 'status status-paused' }, 'paused')] : null),
+          h('span', {}, h('code', { title: x.version }, shortVersion(x.version)),
+            x.loading_since ? h('div', { class: 'small muted' }, `loading a new file (started ${relative(x.loading_since)})`) : null),
           x.kind,
           h('span', { title: time(x.loaded_at) }, relative(x.loaded_at)),
           x.pending,
@@ -31,7 +32,13 @@ export default {
       fill(unloaded, h('h2', {}, 'Not loaded'), table(
         ['Type', 'Why', 'Removed', 'Pending'],
         p.unloaded,
-        (x) => [h('strong', {}, x.task_type), x.error ? h('pre', { class: 'error-text' }, x.error) : '—', time(x.removed_at), x.pending],
+        (x) => [
+          h('strong', {}, x.task_type),
+          x.loading_since
+            ? h('span', { class: 'muted' }, `loading (started ${relative(x.loading_since)}; a first compile can take a minute)`)
+            : x.error ? h('pre', { class: 'error-text' }, x.error) : '—',
+          time(x.removed_at), x.pending,
+        ],
         'Every plugin file loaded.',
       ));
     }

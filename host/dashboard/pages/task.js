@@ -49,9 +49,10 @@ export default {
         ['Plugin version', h('code', { title: t.plugin_version ?? '' }, shortVersion(t.plugin_version))],
         ['Idempotency key', t.idempotency_key ?? '—'],
       ];
+      if (t.archived) facts.push(['Archived', `${time(t.archived_at)}: only kept for the record; it cannot be retried`]);
       fill(body, 
         h('div', { class: 'toolbar' },
-          ['failed', 'cancelled'].includes(t.status) ? h('button', { type: 'button', id: 'task-retry', onclick: () => act('retry') }, 'Retry') : null,
+          ['failed', 'cancelled'].includes(t.status) && !t.archived ? h('button', { type: 'button', id: 'task-retry', onclick: () => act('retry') }, 'Retry') : null,
           ['pending', 'running'].includes(t.status) ? h('button', { type: 'button', id: 'task-cancel', class: 'danger', onclick: () => act('cancel') }, 'Cancel') : null),
         h('section', { class: 'panel' },
           h('dl', { class: 'facts' }, facts.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
