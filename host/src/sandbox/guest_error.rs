@@ -72,6 +72,12 @@ pub fn explain(tail: &str) -> Option<LastWords> {
     }
 }
 
+/// The last lines of a guest's output (noise left out), without looking for an error in them.
+pub fn output_lines(tail: &str) -> Option<LastWords> {
+    let lines: Vec<&str> = tail.lines().map(str::trim_end).collect();
+    last_lines(&lines).map(|text| LastWords::Lines(bounded(text)))
+}
+
 /// Lines that are a runtime's noise, never the error.
 fn is_noise(line: &str) -> bool {
     let line = line.trim();

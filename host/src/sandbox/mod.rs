@@ -584,9 +584,20 @@ fn is_hostcall_fuel(error: &wasmtime::Error) -> bool {
 
 /// Adds what the guest said last to a crash reason: a guest that throws or panics prints its
 /// error to stderr just before it traps, and that error is what a person needs to see.
+/// Only a guest that stopped itself (a panic or abort ends in `unreachable`) is explained by an
+/// error recognized in its output; after any other ending (fuel, time, memory) an error it
+/// printed earlier is not the cause, and its last lines are shown as they are.
 fn with_last_words(reason: String, tail: &str) -> String {
-    guest_error::LastWords::with_reason(guest_error::explain(tail), &reason)
+    let words = if reason.starts_with(PANICKED) {
+        guest_error::explain(tail)
+    } else {
+        guest_error::output_lines(tail)
+    };
+    guest_error::LastWords::with_reason(words, &reason)
 }
+
+/// The reason of a trap on `unreachable`: how panics and aborts end in every language.
+const PANICKED: &str = "trap: the handler panicked or hit unreachable code";
 
 fn timed_out(timeout: Duration) -> String {
     format!(
@@ -606,9 +617,7 @@ fn describe_error(error: &wasmtime::Error, limits: &RunLimits) -> String {
         Some(Trap::StackOverflow) => {
             "stack overflow: the handler recursed too deeply and was stopped".to_string()
         }
-        Some(Trap::UnreachableCodeReached) => {
-            "trap: the handler panicked or hit unreachable code".to_string()
-        }
+        Some(Trap::UnreachableCodeReached) => PANICKED.to_string(),
         Some(Trap::MemoryOutOfBounds) => out_of_bounds(error),
         Some(trap) => format!("trap: {trap}"),
         None => match error.downcast_ref::<MemoryLimit>() {
@@ -698,10 +707,10 @@ mod tests {
     #[test]
     fn crash_reasons_lead_with_the_guests_error() {
         let log = "working\nthread '<unnamed>' panicked at src/lib.rs:9:9:\nboom\nnote: run with `RUST_BACKTRACE=1`\n[spool: 10 more bytes of output were dropped]\n";
-        let reason = with_last_words("trap: the handler panicked".into(), log);
+        let reason = with_last_words(super::PANICKED.into(), log);
         assert_eq!(
             reason,
-            "panicked at src/lib.rs:9:9: boom; trap: the handler panicked"
+            format!("panicked at src/lib.rs:9:9: boom; {}", super::PANICKED)
         );
         assert_eq!(
             with_last_words("trap: unreachable".into(), "step 1\nstep 2\n"),
@@ -710,6 +719,14 @@ mod tests {
         assert_eq!(
             with_last_words("fuel exhausted".into(), ""),
             "fuel exhausted"
+        );
+        assert_eq!(
+            with_last_words(
+                "fuel exhausted".into(),
+                "panic: earlier, caught\nstill working\n"
+            ),
+            "fuel exhausted; last output: panic: earlier, caught | still working",
+            "an error printed before the guest was stopped is not its cause"
         );
     }
 }
