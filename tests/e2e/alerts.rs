@@ -13,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::servers::{Backend, PrivateServer};
 use crate::util::{Host, Workspace, eventually, repo_root};
 
 const AIOSMTPD: &str = "aiosmtpd==1.4.6";
@@ -431,4 +432,63 @@ fn a_plugin_that_fails_to_load_alerts_under_the_default_rules_and_resolves_when_
     std::fs::remove_file(ws.plugin_dir().join("broken.wasm")).unwrap();
     let resolved = hook.wait_for("the resolved plugin alert", |b| b["event"] == "resolved");
     assert_eq!(resolved["alert"], "plugin_load:broken");
+}
+
+#[test]
+fn a_database_outage_is_alerted_by_the_host_that_sees_it_and_logged_once_it_is_back() {
+    let Some(server) = PrivateServer::new(Backend::Postgres) else {
+        return;
+    };
+    let hook = Receiver::start();
+    let ws = Workspace::with_plugins(&["noop"]).on_database(server.fresh_database());
+    let host = start_with(
+        &ws,
+        "spool.toml",
+        &format!(
+            "[alerts]\ninterval = \"200ms\"\n[[alerts.rule]]\nkind = \"database\"\nafter = \"1s\"\n\
+             [[alerts.webhook]]\nurl = \"http://127.0.0.1:{}/\"\n",
+            hook.port
+        ),
+    );
+    let host_id = host.get("/health").1["host_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    server.stop();
+    let firing = hook.wait_for("the database alert", |b| b["event"] == "firing");
+    assert_eq!(firing["alert"], "database");
+    let text = firing["text"].as_str().unwrap();
+    assert!(
+        text.contains("the task database postgres://127.0.0.1:")
+            && text.contains(&format!("has not answered host {host_id} for")),
+        "{text}"
+    );
+    assert!(!text.contains("spool:spool"), "no credentials: {text}");
+    // The alert view still answers, from this host's memory.
+    let (status, view) = host.get("/alerts");
+    assert_eq!(status, 200, "{view:#}");
+    assert_eq!(view["firing"][0]["alert"], "database", "{view:#}");
+    assert!(
+        view["warnings"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("the task database does not answer"),
+        "{view:#}"
+    );
+
+    server.start();
+    let resolved = hook.wait_for("the resolved database alert", |b| b["event"] == "resolved");
+    assert_eq!(resolved["alert"], "database");
+    // What was sent while the database was away reaches the alert log once it is back.
+    host.eventually("the outage in the alert log", || {
+        let (_, view) = host.get("/alerts");
+        let events: Vec<&str> = view["recent"]
+            .as_array()?
+            .iter()
+            .filter(|r| r["alert"] == "database")
+            .filter_map(|r| r["event"].as_str())
+            .collect();
+        (events == ["resolved", "firing"]).then_some(())
+    });
 }

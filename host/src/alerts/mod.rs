@@ -145,7 +145,23 @@ impl Alerts {
             since: alert.since,
             sent_at: alert.at,
         };
-        if let Err(error) = self.store.record_alert(&record).await {
+        // Older entries first, so the log keeps the order things happened in.
+        self.flush_unrecorded().await;
+        let waiting = !self
+            .unrecorded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty();
+        let written = if waiting {
+            Err("older entries are still waiting".to_string())
+        } else {
+            self.store
+                .record_alert(&record)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        if let Err(error) = written {
             tracing::warn!(
                 "the alert log cannot be written now ({error}); the entry is kept until the database answers"
             );
