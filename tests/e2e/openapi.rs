@@ -32,6 +32,8 @@ fn openapi_describes_every_route_and_the_real_task_shape() {
         ("post", "/tasks/{id}/cancel"),
         ("get", "/health"),
         ("get", "/plugins"),
+        ("get", "/stats"),
+        ("get", "/metrics"),
         ("get", "/schedules"),
         ("get", "/alerts"),
         ("post", "/alerts/drill"),
