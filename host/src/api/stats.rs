@@ -98,7 +98,7 @@ impl Window {
     }
 }
 
-/// What `GET /stats` returns.
+/// What `GET /stats` is asked for: the window and, optionally, one task type.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct StatsQuery {
