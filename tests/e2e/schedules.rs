@@ -196,6 +196,24 @@ fn two_hosts_tick_once(ws: Workspace) {
     let view = hosts[follower].get("/schedules").1;
     assert_eq!(view["leading"], false, "{view}");
     assert_eq!(view["schedules"][0]["source"], "spool.toml", "{view}");
+    // A host that does not lead finds the last tick's task by its key.
+    let known = hosts[follower].eventually("the follower to know a last tick", || {
+        let view = hosts[follower].get("/schedules").1;
+        view["schedules"][0]["last_task_id"]
+            .as_i64()
+            .map(|id| (id, view))
+    });
+    let task = hosts[follower].task(known.0);
+    assert_eq!(
+        tick_of(task["idempotency_key"].as_str().unwrap()),
+        known.1["schedules"][0]["last_tick"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .ok(),
+        "{}",
+        known.1
+    );
     // The leader dies; the other takes over within about a lease and keeps ticking.
     hosts[leader].kill();
     let survivor = &hosts[follower];

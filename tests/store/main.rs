@@ -133,3 +133,4 @@ mod alerts;
 mod control;
 mod archive;
 mod history;
+mod keyed;

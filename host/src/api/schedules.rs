@@ -40,8 +40,9 @@ pub struct ScheduleView {
     pub priority: Option<i32>,
     /// The next tick.
     pub next_run_at: Option<DateTime<Utc>>,
-    /// The latest tick enqueued, as this host knows it (the leading host knows; others only
-    /// once they have led): `null` when unknown.
+    /// The latest tick enqueued: as the leading host enqueued it, or else found among the
+    /// schedule's last two ticks; `null` when neither was enqueued (a new schedule, or one
+    /// that has been down for a while).
     pub last_tick: Option<DateTime<Utc>>,
     /// The task of `last_tick`.
     pub last_task_id: Option<TaskId>,
@@ -58,6 +59,27 @@ pub struct SchedulesView {
     pub schedules: Vec<ScheduleView>,
 }
 
+/// The latest tick enqueued, and its task, looked up by key among the last two ticks: what a
+/// host that does not run the scheduler can know.
+async fn last_enqueued(
+    state: &AppState,
+    schedule: &crate::schedule::Schedule,
+    now: DateTime<Utc>,
+) -> Result<Option<(DateTime<Utc>, TaskId)>, ApiError> {
+    let mut at = now;
+    for _ in 0..2 {
+        let Some(tick) = schedule.spec.timing.latest_at_or_before(at) else {
+            break;
+        };
+        let key = schedule.idempotency_key(tick);
+        if let Some(task) = state.store.task_with_key(&schedule.task_type, &key).await? {
+            return Ok(Some((tick, task)));
+        }
+        at = tick - chrono::Duration::milliseconds(1);
+    }
+    Ok(None)
+}
+
 /// The periodic tasks.
 #[utoipa::path(get, path = "/schedules", tag = "host",
     responses((status = 200, description = "Every periodic task: spool.toml's and this host's plugins' manifests', with the next and last ticks", body = SchedulesView)))]
@@ -65,31 +87,36 @@ pub async fn list_schedules(
     State(state): State<Arc<AppState>>,
 ) -> Result<Json<SchedulesView>, ApiError> {
     let now = Utc::now();
-    let mut schedules: Vec<ScheduleView> = all_schedules(&state.config.schedules, &state.registry)
-        .into_iter()
-        .map(|schedule| {
-            let known = state.schedules.get(&schedule.id());
-            let timing = &schedule.spec.timing;
-            ScheduleView {
-                plugin_loaded: state.registry.get(&schedule.task_type).is_some(),
-                cron: timing.cron().map(str::to_string),
-                every_ms: timing.every().map(|d| d.as_millis() as u64),
-                every: timing
-                    .every()
-                    .map(|d| humantime::format_duration(d).to_string()),
-                timezone: timing.timezone().name().to_string(),
-                payload: serde_json::from_str(&schedule.spec.payload)
-                    .unwrap_or(serde_json::Value::Null),
-                priority: schedule.spec.priority,
-                next_run_at: timing.next_after(now),
-                last_tick: known.as_ref().and_then(|k| k.last_tick),
-                last_task_id: known.as_ref().and_then(|k| k.last_task),
-                task_type: schedule.task_type,
-                name: schedule.spec.name,
-                source: schedule.source,
-            }
-        })
-        .collect();
+    let mut schedules = Vec::new();
+    for schedule in all_schedules(&state.config.schedules, &state.registry) {
+        let known = state
+            .schedules
+            .get(&schedule.id())
+            .and_then(|k| k.last_tick.zip(k.last_task));
+        let last = match known {
+            Some(last) => Some(last),
+            None => last_enqueued(&state, &schedule, now).await?,
+        };
+        let timing = &schedule.spec.timing;
+        schedules.push(ScheduleView {
+            plugin_loaded: state.registry.get(&schedule.task_type).is_some(),
+            cron: timing.cron().map(str::to_string),
+            every_ms: timing.every().map(|d| d.as_millis() as u64),
+            every: timing
+                .every()
+                .map(|d| humantime::format_duration(d).to_string()),
+            timezone: timing.timezone().name().to_string(),
+            payload: serde_json::from_str(&schedule.spec.payload)
+                .unwrap_or(serde_json::Value::Null),
+            priority: schedule.spec.priority,
+            next_run_at: timing.next_after(now),
+            last_tick: last.map(|(tick, _)| tick),
+            last_task_id: last.map(|(_, task)| task),
+            task_type: schedule.task_type,
+            name: schedule.spec.name,
+            source: schedule.source,
+        });
+    }
     schedules.sort_by(|a, b| {
         let order = |s: &ScheduleView| {
             (

@@ -59,6 +59,7 @@ mod alerts;
 mod archive;
 mod claim;
 mod control;
+mod keyed;
 mod enqueue;
 mod history;
 mod rows;

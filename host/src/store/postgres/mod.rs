@@ -39,6 +39,7 @@ mod claim;
 mod control;
 mod enqueue;
 mod history;
+mod keyed;
 mod rows;
 mod stats;
 mod wake;

@@ -22,6 +22,7 @@ mod alerts;
 mod archive;
 mod control;
 mod history;
+mod keyed;
 mod stats;
 
 use async_trait::async_trait;

@@ -1,0 +1,17 @@
+//! Finding a task by its idempotency key: one lookup on the unique index
+//! `(task_type, idempotency_key)` every backend has. The scheduler's keys name a schedule and a
+//! tick ([`crate::schedule::Schedule::idempotency_key`]), so any host, leading or not, can say
+//! which task a tick enqueued.
+
+use async_trait::async_trait;
+
+use super::StoreError;
+use crate::task::TaskId;
+
+/// Tasks by idempotency key.
+#[async_trait]
+pub trait KeyLookup {
+    /// The task of `task_type` whose idempotency key is exactly `key`, in the live table.
+    async fn task_with_key(&self, task_type: &str, key: &str)
+    -> Result<Option<TaskId>, StoreError>;
+}
