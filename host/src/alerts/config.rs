@@ -230,14 +230,25 @@ pub enum ChannelConfig {
     Email(EmailConfig),
 }
 
-/// A validated e-mail channel.
-#[derive(Debug, Clone, PartialEq)]
+/// A validated e-mail channel. Its `Debug` leaves out the SMTP URL, which may hold a password.
+#[derive(Clone, PartialEq)]
 pub struct EmailConfig {
     pub name: String,
     /// The SMTP URL as written (lettre parses it; it may carry credentials).
     pub smtp: String,
     pub from: String,
     pub to: Vec<String>,
+}
+
+impl std::fmt::Debug for EmailConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmailConfig")
+            .field("name", &self.name)
+            .field("smtp", &"(hidden)")
+            .field("from", &self.from)
+            .field("to", &self.to)
+            .finish()
+    }
 }
 
 impl ChannelConfig {
