@@ -336,9 +336,7 @@ fn main() -> Result<()> {
             Command::Cancel(args) => print_json(&args.client.client().cancel(args.id).await?),
             Command::Health(args) => print_json(&args.client().health().await?),
             Command::Archive(args) => archive(args).await,
-            Command::Alert(AlertCommand::Show(args)) => {
-                print_json(&args.client().alerts().await?)
-            }
+            Command::Alert(AlertCommand::Show(args)) => print_json(&args.client().alerts().await?),
             Command::Alert(AlertCommand::Drill(args)) => drill(&args.client()).await,
             Command::Plugins(args) => {
                 let plugins = args.client.client().plugins().await?;
