@@ -173,15 +173,23 @@ fn a_paused_type_waits_while_another_flows_and_runs_on_resume() {
     ws.add_plugin("noop", "mail");
     ws.add_plugin("noop", "report");
     let host = ws.start(&[]);
+    // One report runs first, so the host has an attempt time to estimate from.
+    let first = host.enqueue("report", json!({"first": true}))["id"]
+        .as_i64()
+        .unwrap();
+    host.wait_for_status(first, "done", WAIT);
     let (ok, out) = spool(&host, &["pause", "report"]);
     assert!(ok, "{out}");
     assert!(out.contains("\"paused\": true"), "{out}");
 
     let reports: Vec<i64> = (0..3)
         .map(|i| {
-            host.enqueue("report", json!({"i": i}))["id"]
-                .as_i64()
-                .unwrap()
+            let task = host.enqueue("report", json!({"i": i}));
+            assert!(
+                task["estimated_done_at"].is_null(),
+                "a paused type's task has no estimate: {task}"
+            );
+            task["id"].as_i64().unwrap()
         })
         .collect();
     let mails: Vec<i64> = (0..3)
@@ -199,9 +207,11 @@ fn a_paused_type_waits_while_another_flows_and_runs_on_resume() {
     for id in &reports {
         assert_eq!(host.task(*id)["status"], "pending");
     }
+    assert!(host.task(reports[0])["estimated_done_at"].is_null());
     let report = type_view(&host, "report");
     assert_eq!(report["paused"], true, "{report}");
     assert_eq!(report["counts"]["pending"], 3, "{report}");
+    assert!(report["mean_attempt_ms"].is_u64(), "{report}");
     assert_eq!(type_view(&host, "mail")["paused"], false);
     let (_, health) = host.get("/health");
     assert_eq!(health["paused_types"], json!(["report"]), "{health}");

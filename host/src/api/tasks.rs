@@ -442,6 +442,7 @@ fn estimator(state: &AppState) -> Estimator<'_> {
         store: state.store.as_ref(),
         registry: &state.registry,
         host_concurrency: state.config.concurrency,
+        paused: &state.paused,
     }
 }
 

@@ -109,6 +109,8 @@ pub struct Estimator<'a> {
     pub registry: &'a Registry,
     /// Tasks this host runs at once.
     pub host_concurrency: usize,
+    /// Paused task types: their pending tasks get no estimate (they run once resumed).
+    pub paused: &'a super::paused::PausedTypes,
 }
 
 impl Estimator<'_> {
@@ -178,6 +180,9 @@ impl Estimator<'_> {
 
     /// The estimate for a pending task with `ahead` due tasks of its type before it.
     fn pending(&self, task: &Task, ahead: u64, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        if self.paused.contains(&task.task_type) {
+            return None;
+        }
         let mean = self.estimates.mean_attempt(&task.task_type)?;
         let plugin = self.registry.get(&task.task_type)?;
         let capacity = Capacity {
