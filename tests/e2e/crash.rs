@@ -26,13 +26,16 @@ fn task_of_a_killed_host_completes_after_restart() {
         done["retry_count"], 1,
         "the killed attempt counts: {done:#}"
     );
+    assert!(done["last_error"].is_null(), "cleared by the success: {done:#}");
+    assert_eq!(done["history"][0]["outcome"], "rescued", "{done:#}");
     assert!(
-        done["last_error"]
+        done["history"][0]["error"]
             .as_str()
             .unwrap()
             .contains("lease expired"),
         "{done:#}"
     );
+    assert_eq!(done["history"][1]["outcome"], "done", "{done:#}");
     assert_eq!(host.all_tasks().len(), 1);
 }
 

@@ -471,7 +471,8 @@ fn an_outcome_the_database_refuses_fails_its_task_and_others_complete() {
         "{poison:#}"
     );
     assert_eq!(poison["result"], Value::Null);
-    assert_eq!(poison["retry_count"], 1, "failed at once, not retried");
+    assert_eq!(poison["retry_count"], 0, "failed at once, not retried");
+    assert_eq!(poison["history"][0]["outcome"], "fail", "{poison:#}");
     for (i, task) in ids.iter().enumerate().filter(|(i, _)| *i != 30) {
         let done = host.wait_for_status(*task, "done", WAIT);
         assert_eq!(done["result"]["i"], if i < 30 { i } else { i - 1 });
@@ -537,6 +538,17 @@ fn a_task_that_snoozes_for_ever_runs_out_of_snoozes() {
         error.contains("snoozed 2 times in a row, the most its type allows (max_snoozes = 2)"),
         "{failed:#}"
     );
-    // Two snoozes, a failed attempt, two more snoozes after the retry, and the last failure.
-    assert_eq!(failed["retry_count"], 2, "{failed:#}");
+    // Two snoozes, a failed attempt (one retry), two more snoozes, and the last failure.
+    assert_eq!(failed["retry_count"], 1, "{failed:#}");
+    assert_eq!(failed["attempts"], 6, "{failed:#}");
+    let outcomes: Vec<&str> = failed["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outcomes,
+        ["snooze", "snooze", "retry", "snooze", "snooze", "retry"]
+    );
 }

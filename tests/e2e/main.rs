@@ -13,6 +13,7 @@ mod api_guard;
 mod api_limits;
 mod api_schemathesis;
 mod approval_example;
+mod attempts;
 mod capabilities;
 mod cli;
 mod client_side;

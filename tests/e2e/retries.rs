@@ -15,9 +15,11 @@ fn transient_failures_retry_then_succeed() {
     let done = host.wait_for_status(task["id"].as_i64().unwrap(), "done", WAIT);
     assert_eq!(done["attempts"], 3, "{done:#}");
     assert_eq!(done["retry_count"], 2);
+    assert!(done["last_error"].is_null(), "cleared by the success: {done:#}");
+    let history = done["history"].as_array().unwrap();
     assert!(
-        done["last_error"].as_str().unwrap().contains("attempt 2"),
-        "the last failure is kept: {done:#}"
+        history[1]["error"].as_str().unwrap().contains("attempt 2"),
+        "the history keeps every failure: {done:#}"
     );
 }
 
@@ -33,7 +35,11 @@ fn retries_run_out_into_a_dead_letter_with_the_last_error() {
     let error = failed["last_error"].as_str().unwrap();
     assert!(error.contains("attempt 3"), "{error}");
     assert!(error.contains("gave up after 3 attempts"), "{error}");
-    assert_eq!(failed["retry_count"], 3);
+    assert_eq!(
+        (&failed["attempts"], &failed["retry_count"]),
+        (&json!(3), &json!(2)),
+        "three attempts, two retries: {failed:#}"
+    );
     // Backoff 200 ms then 400 ms: the dead letter cannot come sooner than 600 ms.
     assert!(
         started.elapsed() >= Duration::from_millis(600),
@@ -52,7 +58,8 @@ fn manifest_sets_the_types_retry_policy() {
         "the manifest's max_retry is the default for the type"
     );
     let failed = host.wait_for_status(task["id"].as_i64().unwrap(), "failed", WAIT);
-    assert_eq!(failed["retry_count"], 2);
+    assert_eq!(failed["attempts"], 2);
+    assert_eq!(failed["retry_count"], 1);
 }
 
 #[test]

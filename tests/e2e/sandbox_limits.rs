@@ -35,9 +35,17 @@ fn infinite_loop_is_stopped_by_fuel_while_other_tasks_complete() {
         let error = failed["last_error"].as_str().unwrap();
         assert!(error.contains("fuel exhausted"), "{error}");
         assert_eq!(
-            failed["retry_count"], 2,
+            (&failed["attempts"], &failed["retry_count"]),
+            (&json!(2), &json!(1)),
             "fuel exhaustion is retried like any failure"
         );
+        let outcomes: Vec<&str> = failed["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["outcome"].as_str().unwrap())
+            .collect();
+        assert_eq!(outcomes, ["timed_out", "timed_out"], "{failed:#}");
     }
     let (status, health) = host.get("/health");
     assert_eq!(status, 200, "the host still serves: {health}");

@@ -68,6 +68,26 @@ pub(super) type Running = (i64, u32, Option<Text>, Option<i64>);
 /// The columns a locking read selects for [`Running`].
 pub(super) const RUNNING_COLUMNS: &str = "t.id, t.attempts, t.lease_owner, t.attempted_at";
 
+/// A task's row as a cancel locks it: its state, and the attempt it runs.
+type Locked = (i8, i64, u32, Option<Text>, Option<i64>);
+
+/// Locks task `id` for the rest of the transaction, whatever its state (so a claim cannot start
+/// an attempt meanwhile), and returns its running attempt, if it is running.
+pub(super) async fn lock_running(
+    conn: &mut MySqlConnection,
+    id: TaskId,
+) -> Result<Option<Running>, StoreError> {
+    let row: Option<Locked> = sqlx::query_as(&format!(
+        "SELECT t.status, {RUNNING_COLUMNS} FROM async_task AS t WHERE t.id = ? FOR UPDATE"
+    ))
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(row
+        .filter(|row| row.0 == super::rows::status_code(crate::task::Status::Running))
+        .map(|(_, task, attempt, host, started)| (task, attempt, host, started)))
+}
+
 /// One attempt to record.
 pub(super) struct Ended<'a> {
     pub task: TaskId,

@@ -82,20 +82,11 @@ impl MySqlStore {
         ends_attempt: bool,
     ) -> Result<Task, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let mut running: Option<super::history::Running> = None;
-        if ends_attempt {
-            // Locked whatever its state, so a claim cannot start an attempt meanwhile.
-            let row: Option<(i8, i64, u32, Option<Text>, Option<i64>)> = sqlx::query_as(&format!(
-                "SELECT t.status, {} FROM async_task AS t WHERE t.id = ? FOR UPDATE",
-                super::history::RUNNING_COLUMNS
-            ))
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
-            running = row
-                .filter(|row| row.0 == rows::status_code(Status::Running))
-                .map(|(_, task, attempt, host, started)| (task, attempt, host, started));
-        }
+        let running = if ends_attempt {
+            super::history::lock_running(&mut tx, id).await?
+        } else {
+            None
+        };
         let changed = sqlx::query(sql)
             .bind(millis(now))
             .bind(millis(now))
