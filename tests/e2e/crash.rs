@@ -26,7 +26,10 @@ fn task_of_a_killed_host_completes_after_restart() {
         done["retry_count"], 1,
         "the killed attempt counts: {done:#}"
     );
-    assert!(done["last_error"].is_null(), "cleared by the success: {done:#}");
+    assert!(
+        done["last_error"].is_null(),
+        "cleared by the success: {done:#}"
+    );
     assert_eq!(done["history"][0]["outcome"], "rescued", "{done:#}");
     assert!(
         done["history"][0]["error"]

@@ -15,7 +15,10 @@ fn transient_failures_retry_then_succeed() {
     let done = host.wait_for_status(task["id"].as_i64().unwrap(), "done", WAIT);
     assert_eq!(done["attempts"], 3, "{done:#}");
     assert_eq!(done["retry_count"], 2);
-    assert!(done["last_error"].is_null(), "cleared by the success: {done:#}");
+    assert!(
+        done["last_error"].is_null(),
+        "cleared by the success: {done:#}"
+    );
     let history = done["history"].as_array().unwrap();
     assert!(
         history[1]["error"].as_str().unwrap().contains("attempt 2"),
