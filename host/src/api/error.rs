@@ -125,7 +125,7 @@ impl From<PathRejection> for ApiError {
 impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> Self {
         ApiError::bad_request(format!(
-            "{}; status is one of pending, running, done, failed, cancelled, limit is 1 to 1000 and before a task id",
+            "{}; status is one of pending, running, done, failed, cancelled, limit is 1 to 1000, before a task id, and since and until RFC 3339 times such as 2026-12-01T10:00:00Z",
             rejection.body_text()
         ))
     }
