@@ -8,15 +8,20 @@
 //!    HTTP, no WebAssembly, n tasks per claim: the host's claim size under a backlog, and 100;
 //! 2. batch enqueue through `POST /tasks/batch`;
 //! 3. single-request enqueue through `POST /tasks` with 32 concurrent clients (rate, p50, p99);
+//!    both enqueue benchmarks start after one attempt of the type has finished, so the host
+//!    pays the completion estimate a production host pays (`throughput/finish.rs`);
 //! 4. drain: N tasks through the no-op WebAssembly handler, from a full table to all done, by
 //!    one host, and on a server database by two hosts sharing it (with each host's share); on
 //!    PostgreSQL also on a table the planner has no statistics for (a new table before
 //!    autovacuum first analyzes it);
-//! 5. idle pickup latency: one task at a time into an idle host, enqueue → handler start; on a
-//!    server database also across hosts (enqueued through one host, run by another) and, on
-//!    PostgreSQL, after an application's own `INSERT`;
-//! 6. sandbox overhead: instantiate + call of the no-op handler, one attempt after another;
-//! 7. plugin swap latency: a new build renamed into the plugin folder → serving (`GET /plugins`);
+//! 5. idle pickup latency: one task at a time into an idle host, enqueue request → handler
+//!    start (the `clock` handler reads the clock: `throughput/idle.rs`), and the CPU an idle
+//!    host with an empty queue uses; on a server database also across hosts (enqueued through
+//!    one host, run by another) and, on PostgreSQL, after an application's own `INSERT`;
+//! 6. sandbox overhead: instantiate + call of the no-op handler, one attempt after another, on
+//!    demand and with the sandbox options a default host runs with (from `Config`);
+//! 7. plugin swap latency: a new build renamed into the plugin folder → serving (`GET /plugins`),
+//!    reported as the folder watcher's debounce and the load after it;
 //! 8. host memory with 1,000 tasks in flight (each sleeping in a host call).
 //!
 //! The database is a fresh SQLite file per measurement, or with `--database URL`
@@ -30,7 +35,8 @@
 //! 20000), `--batch N` (default 100000), `--pickups N` (default 200), `--quick` (small sizes),
 //! `--only drain|two-hosts|never-analyzed|pickup` (the raw baselines and that measurement only,
 //! e.g. under a profiler), `--concurrency N` (the drains' hosts' concurrency instead of the
-//! default).
+//! default), `--only archive [--old N]` (a drain beside N old finished rows, default 1,000,000,
+//! with the archiver off and then on: `throughput/archive.rs`).
 
 use chrono::{DateTime, Utc};
 use hdrhistogram::Histogram;
@@ -43,6 +49,12 @@ use spool::config::{Config, Settings};
 mod common;
 #[path = "throughput/database.rs"]
 mod database;
+#[path = "throughput/finish.rs"]
+mod finish;
+#[path = "throughput/idle.rs"]
+mod idle;
+#[path = "throughput/archive.rs"]
+mod archive;
 
 use common::EmptyServices;
 use database::{Fresh, Server};
@@ -277,6 +289,7 @@ async fn batch_enqueue(server: &Server, n: usize) -> f64 {
     let fresh = server.fresh().await;
     let host = start_host(&fresh, None).await;
     let client = reqwest::Client::new();
+    finish::warm_up(&client, &format!("http://{}", host.addr), "noop").await;
     let url = format!("http://{}/tasks/batch", host.addr);
     let started = Instant::now();
     let mut sent = 0;
@@ -304,6 +317,7 @@ async fn batch_enqueue(server: &Server, n: usize) -> f64 {
 async fn http_enqueue(server: &Server, n: usize, clients: usize) -> (f64, Histogram<u64>) {
     let fresh = server.fresh().await;
     let host = start_host(&fresh, None).await;
+    finish::warm_up(&reqwest::Client::new(), &format!("http://{}", host.addr), "noop").await;
     let url = format!("http://{}/tasks", host.addr);
     let per_client = n / clients;
     let started = Instant::now();
@@ -345,8 +359,9 @@ struct Drained {
 
 /// Measurement 4: N due tasks inserted up front, then `hosts` hosts (1 or 2, started together,
 /// default settings but `concurrency`) drain them. Timed from the first claim (the earliest
-/// `attempted_at`) until the benchmark, asking every 20 ms, finds no task pending or running, so
-/// the last completions' commits count and the hosts' start-up does not. Each host runs its own tagged build of the
+/// `attempted_at`) until the hosts' in-process counter of finished attempts reaches N and then
+/// no task is pending or running (`throughput/finish.rs`), so the last completions' commits
+/// count and the hosts' start-up does not. Each host runs its own tagged build of the
 /// no-op handler, so the completed rows say which host ran them.
 async fn drain(
     server: &Server,
@@ -371,6 +386,7 @@ async fn drain(
             .await
         }
     };
+    let before = finish::finished();
     let running = match hosts {
         1 => vec![start(0).await],
         2 => {
@@ -380,9 +396,7 @@ async fn drain(
         _ => unimplemented!("one or two hosts"),
     };
     let sql = fresh.pool().await;
-    while sql.any_unfinished().await {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    finish::until_drained(&sql, before + n as u64).await;
     let end_ms = Utc::now().timestamp_micros() as f64 / 1000.0;
     let first_claim = sql
         .int("SELECT MIN(attempted_at) FROM async_task")
@@ -419,61 +433,6 @@ async fn drain(
         per_host,
         claims,
     }
-}
-
-/// Measurement 5: One task at a time into an idle host: created_at → attempted_at, as recorded by the
-/// host (millisecond timestamps), and enqueue → done as the client observes it.
-async fn idle_pickup(server: &Server, n: usize) -> (Histogram<u64>, Histogram<u64>) {
-    let fresh = server.fresh().await;
-    let host = start_host(&fresh, None).await;
-    let client = reqwest::Client::new();
-    let base = format!("http://{}", host.addr);
-    let mut pickup = Histogram::<u64>::new(3).unwrap();
-    let mut round_trip = Histogram::<u64>::new(3).unwrap();
-    for i in 0..n {
-        tokio::time::sleep(Duration::from_millis(20)).await; // idle between tasks
-        let sent = Instant::now();
-        let task: Value = client
-            .post(format!("{base}/tasks"))
-            .json(&json!({"task_type": "noop", "payload": {"i": i}}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let id = task["id"].as_i64().unwrap();
-        let done = loop {
-            let t: Value = client
-                .get(format!("{base}/tasks/{id}"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            if t["status"] == "done" {
-                break t;
-            }
-        };
-        round_trip
-            .record(sent.elapsed().as_micros() as u64)
-            .unwrap();
-        let waited = (time(&done, "attempted_at") - time(&done, "created_at"))
-            .num_microseconds()
-            .unwrap()
-            .max(0) as u64;
-        pickup.record(waited).unwrap();
-    }
-    stop(host).await;
-    fresh.remove().await;
-    (pickup, round_trip)
-}
-
-fn time(task: &Value, field: &str) -> DateTime<Utc> {
-    chrono::DateTime::parse_from_rfc3339(task[field].as_str().unwrap())
-        .unwrap()
-        .to_utc()
 }
 
 /// Idle pickups across hosts, in microseconds.
@@ -988,6 +947,10 @@ fn main() {
 
         match options.only.as_deref() {
             None => {}
+            Some("archive") => {
+                archive::report(&server, options.drain, options.concurrency).await;
+                return;
+            }
             Some("pickup") => {
                 report_pickups_across_hosts(&server, options.pickups).await;
                 return;
@@ -1002,7 +965,7 @@ fn main() {
                 report_drain(&server, &raw, options.drain, kind, options.concurrency).await;
                 return;
             }
-            Some(other) => panic!("--only takes drain, two-hosts, never-analyzed or pickup, not {other}"),
+            Some(other) => panic!("--only takes drain, two-hosts, never-analyzed, pickup or archive, not {other}"),
         }
 
         let raw = Raw::measure(&server, options.drain).await;
@@ -1030,16 +993,21 @@ fn main() {
             report_drain(&server, &raw, options.drain, DrainKind::NeverAnalyzed, options.concurrency).await;
         }
 
-        let (pickup, round_trip) = idle_pickup(&server, options.pickups).await;
+        let pickup = idle::pickup(&server, options.pickups).await;
         println!(
-            "idle pickup (created_at → attempted_at, ms timestamps):     p50 {}  p99 {}",
-            ms(pickup.value_at_quantile(0.5)),
-            ms(pickup.value_at_quantile(0.99))
+            "idle pickup (enqueue request sent → handler start):         {}",
+            quantiles(&pickup.to_start)
         );
         println!(
-            "idle enqueue → done seen by a polling client:               p50 {}  p99 {}",
-            ms(round_trip.value_at_quantile(0.5)),
-            ms(round_trip.value_at_quantile(0.99))
+            "idle enqueue → done seen by a client waiting (?wait=):      {}  [load {}]",
+            quantiles(&pickup.to_done),
+            load()
+        );
+        let window = Duration::from_secs(if options.pickups < 200 { 3 } else { 10 });
+        let idle_cpu = idle::cpu(&server, window).await;
+        println!(
+            "idle host, empty queue: {:.2} % of one core over {window:?} (this whole process)",
+            idle_cpu * 100.0
         );
         report_pickups_across_hosts(&server, options.pickups).await;
 
@@ -1049,19 +1017,22 @@ fn main() {
             on_demand.value_at_quantile(0.5) as f64 / 1000.0,
             on_demand.value_at_quantile(0.99) as f64 / 1000.0
         );
-        let pooled = sandbox_overhead(2000, SandboxOptions { pool_slots: Some(64), pool_max_memory: 256 << 20 }).await;
+        let pooled = sandbox_overhead(2000, common::host_sandbox_options()).await;
         println!(
-            "sandbox: instantiate + call no-op handler, pooling:        p50 {:.1} µs  p99 {:.1} µs  ({:.2}× on-demand p50)",
+            "sandbox: instantiate + call no-op handler, as a host (pooling): p50 {:.1} µs  p99 {:.1} µs  ({:.2}× on-demand p50)",
             pooled.value_at_quantile(0.5) as f64 / 1000.0,
             pooled.value_at_quantile(0.99) as f64 / 1000.0,
             pooled.value_at_quantile(0.5) as f64 / on_demand.value_at_quantile(0.5) as f64
         );
 
         let (swaps, first) = swap_latency(&server, 22).await;
+        let debounce = spool::plugins::watcher::DEFAULT_DEBOUNCE;
         println!(
-            "plugin swap (rename → new version serving), cached builds: p50 {}  p99 {}  (first load with compile: {})",
+            "plugin swap (rename → new version serving), cached builds: p50 {}  p99 {}  = debounce {debounce:?} + load p50 {}  p99 {}  (first load with compile: {})",
             ms(swaps.value_at_quantile(0.5)),
             ms(swaps.value_at_quantile(0.99)),
+            ms(swaps.value_at_quantile(0.5).saturating_sub(debounce.as_micros() as u64)),
+            ms(swaps.value_at_quantile(0.99).saturating_sub(debounce.as_micros() as u64)),
             ms(first)
         );
 

@@ -6,9 +6,9 @@
 //! [`Retention::after`] ago, then dead letters (failed tasks) that finished more than
 //! [`Retention::dead_letters`] ago, then purges archived tasks archived more than
 //! [`Retention::archive`] ago. Every batch is one short transaction (see
-//! [`crate::store::archive`]), and after each the pass pauses as long as the batch took (at
-//! least [`MIN_PAUSE`]), so the database spends at most about half its time on the archive and
-//! claims and completions keep their turn.
+//! [`crate::store::archive`]), and after each the pass pauses [`PAUSE_FACTOR`] times as long as
+//! the batch took (at least [`MIN_PAUSE`]), so the archive takes at most about a quarter of the
+//! database's time and claims and completions keep theirs.
 
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
@@ -30,6 +30,8 @@ pub const DEFAULT_ARCHIVE_RETENTION: Duration = Duration::from_secs(365 * 86_400
 pub const DEFAULT_ARCHIVE_INTERVAL: Duration = Duration::from_secs(300);
 /// The shortest pause between two batches.
 pub const MIN_PAUSE: Duration = Duration::from_millis(10);
+/// The pause after a batch, as a multiple of the time the batch took.
+pub const PAUSE_FACTOR: u32 = 3;
 
 /// How long finished tasks are kept where.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +116,7 @@ pub async fn pass(
             if (moved.total() as usize) < batch {
                 break;
             }
-            tokio::time::sleep(started.elapsed().max(MIN_PAUSE)).await;
+            tokio::time::sleep((started.elapsed() * PAUSE_FACTOR).max(MIN_PAUSE)).await;
         }
     }
     let (_, _, archived_before) = retention.cutoffs(now);
@@ -129,7 +131,7 @@ pub async fn pass(
         if (purged as usize) < batch {
             break;
         }
-        tokio::time::sleep(started.elapsed().max(MIN_PAUSE)).await;
+        tokio::time::sleep((started.elapsed() * PAUSE_FACTOR).max(MIN_PAUSE)).await;
     }
     Ok(report)
 }
@@ -210,6 +212,37 @@ impl Archiver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_turn_archiving_off_or_change_its_ages() {
+        use crate::config::{Settings, retention};
+        let off = Settings {
+            archive: Some(false),
+            ..Default::default()
+        };
+        assert_eq!(retention(&off).unwrap(), None);
+        assert_eq!(
+            retention(&Settings::default()).unwrap(),
+            Some(Retention::default())
+        );
+        let file: Settings =
+            toml::from_str("archive_after = \"7d\"\ndead_letter_retention = \"30d\"").unwrap();
+        let days = |n: u64| Duration::from_secs(n * 86_400);
+        assert_eq!(
+            retention(&file).unwrap(),
+            Some(Retention {
+                after: days(7),
+                dead_letters: days(30),
+                archive: days(365),
+            })
+        );
+        let zero: Settings = toml::from_str("archive_retention = \"0s\"").unwrap();
+        let error = retention(&zero).unwrap_err().to_string();
+        assert!(
+            error.contains("archive_retention") && error.contains("archive = false"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn cutoffs_count_back_from_now() {

@@ -49,6 +49,8 @@
 //! - `tasks.rs`: reading and listing tasks, retry and cancel, counts and backlog views.
 //! - `history.rs`: the attempt history: reading it, and recording the attempts that
 //!   completions, rescues, releases and cancels end.
+//! - `archive.rs`: moving finished tasks to the archive (`SKIP LOCKED` batches), reading and
+//!   purging it.
 //! - `services.rs`: the effect ledger, key-value store, host-wide values and leadership.
 //!
 //! Batches travel as one JSON document expanded by `JSON_TABLE` where the statement would

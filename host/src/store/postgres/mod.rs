@@ -27,6 +27,7 @@
 //!   `attempts`), and the record a cancel of a running task writes;
 //! - `control`: selections shared with the listing, bulk retry and discard in batches, paused
 //!   task types, counts per type;
+//! - `archive`: moving finished tasks to the archive, reading and purging it;
 //! - `wake`: LISTEN/NOTIFY, so other hosts' and applications' enqueues wake this host at once;
 //! - this file: opening, reads, retry and cancel, the host services' tables, leadership.
 //!
