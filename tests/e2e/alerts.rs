@@ -300,6 +300,10 @@ fn dead_letters_alert_on_both_channels_resolve_and_the_drill_proves_the_chain() 
     let (_, view) = host.get("/alerts");
     assert_eq!(view["firing"][0]["alert"], "dead_letters:trap", "{view:#}");
     assert_eq!(view["firing"][0]["count"], 4);
+    assert_eq!(
+        view["firing"][0]["text"],
+        "4 dead letters of type trap within 4s (more than 3)"
+    );
     let sent = &view["recent"][0];
     assert_eq!(sent["event"], "firing");
     assert_eq!(

@@ -122,6 +122,18 @@ impl Alert {
     }
 }
 
+/// What held, read back from a sent message's first line ("Spool alert FIRING: 4 dead letters
+/// of type mail within 10m (more than 3)." → "4 dead letters of type mail within 10m (more than
+/// 3)"), for alerts taken over from the alert log.
+pub fn condition_text(message: &str) -> String {
+    let first = message.lines().next().unwrap_or_default();
+    let text = match first.split_once(": ") {
+        Some((head, rest)) if head.starts_with("Spool alert") => rest,
+        _ => first,
+    };
+    text.strip_suffix('.').unwrap_or(text).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +182,19 @@ mod tests {
             resolved.text.contains("cleared after 30m"),
             "{}",
             resolved.text
+        );
+        assert_eq!(
+            condition_text(&alert.text),
+            "5 dead letters of type mail within 10m (more than 3)"
+        );
+        assert_eq!(
+            condition_text(&Alert::from_notice(&notice, "h1", "u").text),
+            "dead_letters:mail cleared after 30m"
+        );
+        notice.event = Event::Repeat;
+        assert_eq!(
+            condition_text(&Alert::from_notice(&notice, "h1", "u").text),
+            "5 dead letters of type mail within 10m (more than 3)"
         );
         let drill = Alert::drill("h1", "u", at(0));
         assert!(drill.drill && drill.text.starts_with("[DRILL]"));

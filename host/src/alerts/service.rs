@@ -100,12 +100,7 @@ impl AlertService {
             .filter_map(|record| {
                 let condition =
                     rules::condition_of_key(&record.alert, record.value, String::new())?;
-                let text = record
-                    .message
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
-                    .to_string();
+                let text = super::message::condition_text(&record.message);
                 condition.shared.then_some(Active {
                     condition: Condition { text, ..condition },
                     since: record.since,

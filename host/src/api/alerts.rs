@@ -139,7 +139,7 @@ pub async fn get_alerts(State(state): State<Arc<AppState>>) -> Json<AlertsView> 
                             .is_some_and(|c| c.shared)
                     })
                     .map(|r| FiringView {
-                        text: r.message.lines().next().unwrap_or_default().to_string(),
+                        text: crate::alerts::message::condition_text(&r.message),
                         alert: r.alert,
                         task_type: r.task_type,
                         count: r.value,
