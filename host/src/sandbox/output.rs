@@ -61,8 +61,8 @@ impl TaskLog {
     }
 
     /// The end of the output, with control characters escaped: where a failing guest's error
-    /// is. The last [`TAIL_BYTES`](super::guest_error::TAIL_BYTES) written, from the first
-    /// whole line on when earlier output was cut off.
+    /// is. The last [`TAIL_BYTES`](super::guest_error::TAIL_BYTES) written, starting with `…`
+    /// when earlier output was cut off.
     pub fn tail(&self) -> String {
         let buffer = self.buffer.lock().expect("task log lock");
         let (front, back) = buffer.tail.as_slices();
@@ -70,12 +70,19 @@ impl TaskLog {
         bytes.extend_from_slice(front);
         bytes.extend_from_slice(back);
         let cut = buffer.text.len() as u64 + buffer.dropped > bytes.len() as u64;
-        let raw = String::from_utf8_lossy(&bytes);
-        let from_line = match raw.find('\n') {
-            Some(at) if cut => &raw[at + 1..],
-            _ => &raw[..],
+        // Not from the middle of a character.
+        let start = if cut {
+            bytes
+                .iter()
+                .take(3)
+                .take_while(|b| *b & 0xc0 == 0x80)
+                .count()
+        } else {
+            0
         };
-        super::text::escape_within(from_line, usize::MAX).0
+        let (text, _) =
+            super::text::escape_within(&String::from_utf8_lossy(&bytes[start..]), usize::MAX);
+        if cut { format!("…{text}") } else { text }
     }
 
     /// Appends one line.
@@ -214,10 +221,7 @@ mod tests {
         log.append(b"\x1b[1mpanic: boom\n");
         let tail = log.tail();
         assert!(tail.len() <= cap + 8, "{}", tail.len());
-        assert!(
-            tail.starts_with("line "),
-            "starts at a whole line: {tail:.40}"
-        );
+        assert!(tail.starts_with('…'), "says it was cut: {tail:.40}");
         assert!(tail.ends_with("\\u{1b}[1mpanic: boom\n"), "{tail}");
         assert!(
             log.contents().starts_with("first\n"),
@@ -225,7 +229,15 @@ mod tests {
         );
         let big = TaskLog::new(10);
         big.append(&vec![b'x'; 3 * cap]);
-        assert_eq!(big.tail().len(), cap, "one long line: its end");
+        assert_eq!(
+            big.tail(),
+            format!("…{}", "x".repeat(cap)),
+            "one long line: its end"
+        );
+        let wide = TaskLog::new(10);
+        wide.append("é".repeat(cap).as_bytes());
+        wide.append(b"!");
+        assert!(wide.tail().starts_with("…é"), "not from within a character");
     }
 
     #[test]
