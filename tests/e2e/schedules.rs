@@ -184,7 +184,7 @@ fn two_hosts_tick_once(ws: Workspace) {
         "--rescue-interval",
         "1s",
     ];
-    let mut hosts = vec![ws.start(&flags), ws.start(&flags)];
+    let mut hosts = [ws.start(&flags), ws.start(&flags)];
     hosts[0].eventually("four ticks", || {
         (ticks(&hosts[0], "noop").len() >= 4).then_some(())
     });
