@@ -978,7 +978,9 @@ fn print_schedules(view: &Value) {
         );
     }
     if view["leading"] != true {
-        println!("(this host does not lead: the leading host enqueues the ticks and knows the last ones)");
+        println!(
+            "(this host does not lead: the leading host enqueues the ticks and knows the last ones)"
+        );
     }
 }
 

@@ -12,9 +12,9 @@
 pub mod alerts;
 pub mod archive;
 pub mod control;
-pub mod keyed;
 pub mod encoding;
 pub mod history;
+pub mod keyed;
 pub mod mysql;
 pub mod postgres;
 pub mod sqlite;
@@ -288,7 +288,17 @@ pub struct StatusCounts {
 
 /// The operations Spool needs from a queue database.
 #[async_trait]
-pub trait Store: keyed::KeyLookup + history::AttemptHistory + alerts::AlertLog + archive::Archive + control::Control + stats::Stats + Send + Sync + 'static {
+pub trait Store:
+    keyed::KeyLookup
+    + history::AttemptHistory
+    + alerts::AlertLog
+    + archive::Archive
+    + control::Control
+    + stats::Stats
+    + Send
+    + Sync
+    + 'static
+{
     /// Inserts tasks in one transaction, in order. A task whose (type, idempotency key) already
     /// exists is not inserted; its existing row comes back marked as a duplicate.
     async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError>;
