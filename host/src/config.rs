@@ -259,11 +259,6 @@ impl Settings {
             } else {
                 self.schedule
             },
-            schedule: if self.schedule.is_empty() {
-                lower.schedule
-            } else {
-                self.schedule
-            },
             archive: self.archive.or(lower.archive),
             archive_after: self.archive_after.or(lower.archive_after),
             dead_letter_retention: self.dead_letter_retention.or(lower.dead_letter_retention),
@@ -360,8 +355,6 @@ pub struct Config {
     pub pooling: bool,
     /// The largest plugin file loaded.
     pub max_plugin_bytes: usize,
-    /// Periodic tasks declared in spool.toml.
-    pub schedules: Vec<crate::schedule::Schedule>,
     /// Periodic tasks declared in spool.toml.
     pub schedules: Vec<crate::schedule::Schedule>,
     /// How long finished tasks stay in the live table and in the archive; `None`: no archiving.
@@ -540,7 +533,6 @@ impl Config {
                 DEFAULT_MAX_PLUGIN_SIZE,
             )?,
             schedules,
-            schedules,
             retention,
             archive_interval,
             alerts: crate::alerts::config::AlertsConfig::from_settings(
@@ -606,33 +598,6 @@ pub fn retention(
             defaults.archive,
         )?,
     }))
-}
-
-/// The `[[schedule]]` tables of spool.toml, checked; payloads within `max_payload`.
-fn schedules(
-    entries: &[crate::schedule::ScheduleEntry],
-    max_payload: usize,
-) -> Result<Vec<crate::schedule::Schedule>, ConfigError> {
-    use crate::schedule::{Schedule, Source, check_entries};
-    let checked = check_entries(entries, Source::Config, chrono::Utc::now())
-        .map_err(|e| ConfigError(format!("spool.toml {e}")))?;
-    checked
-        .into_iter()
-        .enumerate()
-        .map(|(i, (task_type, spec))| {
-            if spec.payload.len() > max_payload {
-                return Err(ConfigError(format!(
-                    "spool.toml schedule[{i}].payload is {} bytes as JSON; at most {max_payload} (max_payload)",
-                    spec.payload.len()
-                )));
-            }
-            Ok(Schedule {
-                source: Source::Config,
-                task_type: task_type.expect("spool.toml schedules name their type"),
-                spec,
-            })
-        })
-        .collect()
 }
 
 /// The `[[schedule]]` tables of spool.toml, checked; payloads within `max_payload`.

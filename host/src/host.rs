@@ -323,7 +323,6 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         finished,
         shutdown: shutdown.clone(),
         schedules: schedule_board,
-        schedules: schedule_board,
         stats: Arc::default(),
         paused,
         alerts,
@@ -343,7 +342,6 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     );
     let lease_keeper = tokio::spawn(lease_keeper.run());
     let rescuer = tokio::spawn(rescuer.run());
-    let scheduler = tokio::spawn(scheduler.run());
     let scheduler = tokio::spawn(scheduler.run());
     let archiver = archiver.map(|archiver| tokio::spawn(archiver.run()));
     let sampler = tokio::spawn(sampler.run());
@@ -370,7 +368,6 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         stopping.request(Stage::Immediate);
         let _ = lease_keeper.await;
         let _ = rescuer.await;
-        let _ = scheduler.await;
         let _ = scheduler.await;
         if let Some(archiver) = archiver {
             let _ = archiver.await;
