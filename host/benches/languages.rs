@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::EmptyServices;
-use spool::sandbox::{RunLimits, Sandbox, SandboxOptions, TaskInfo, TaskServices};
+use spool::sandbox::{RunLimits, Sandbox, TaskInfo, TaskServices};
 use spool::task::AttemptOutcome;
 use spool::toolchain::{self, BuildRequest};
 
@@ -222,12 +222,8 @@ fn main() {
         value("--only").map(|v| v.split(',').map(str::to_string).collect());
     let scratch = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    // The host's default sandbox: pooling allocator on.
-    let sandbox = Sandbox::with_options(SandboxOptions {
-        pool_slots: Some(64),
-        pool_max_memory: 256 << 20,
-    })
-    .unwrap();
+    // The sandbox a host with default settings runs with (pooling allocator on).
+    let sandbox = Sandbox::with_options(common::host_sandbox_options()).unwrap();
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(0);

@@ -317,7 +317,12 @@ async fn batch_enqueue(server: &Server, n: usize) -> f64 {
 async fn http_enqueue(server: &Server, n: usize, clients: usize) -> (f64, Histogram<u64>) {
     let fresh = server.fresh().await;
     let host = start_host(&fresh, None).await;
-    finish::warm_up(&reqwest::Client::new(), &format!("http://{}", host.addr), "noop").await;
+    finish::warm_up(
+        &reqwest::Client::new(),
+        &format!("http://{}", host.addr),
+        "noop",
+    )
+    .await;
     let url = format!("http://{}/tasks", host.addr);
     let per_client = n / clients;
     let started = Instant::now();

@@ -124,14 +124,10 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     );
 
     let store = store::open(&config.database_url).await?;
-    // One pool slot per attempt that can run at once; any plugin may grow up to the wasm32
-    // maximum within the pool, its manifest's cap being enforced per attempt.
-    let sandbox = Sandbox::with_options(sandbox::SandboxOptions {
-        pool_slots: config
-            .pooling
-            .then(|| u32::try_from(config.concurrency).unwrap_or(u32::MAX)),
-        pool_max_memory: 4 << 30,
-    })?;
+    let sandbox = Sandbox::with_options(sandbox::SandboxOptions::for_host(
+        config.pooling,
+        config.concurrency,
+    ))?;
     // The secret that authenticates compiled code in the cache lives in the database, out of
     // reach of every guest; the first host to start on a database chooses it.
     let cache_key = store

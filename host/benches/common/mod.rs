@@ -28,3 +28,12 @@ impl TaskServices for EmptyServices {
         Ok(Err("not in the benchmark".into()))
     }
 }
+
+/// The sandbox options a host with default settings runs with: its pooling setting and
+/// concurrency, from [`spool::Config`], through the same [`SandboxOptions::for_host`] the host
+/// uses.
+pub fn host_sandbox_options() -> spool::sandbox::SandboxOptions {
+    let config = spool::Config::from_settings(spool::config::Settings::default())
+        .expect("the default settings are valid");
+    spool::sandbox::SandboxOptions::for_host(config.pooling, config.concurrency)
+}

@@ -252,6 +252,18 @@ pub struct SandboxOptions {
     pub pool_max_memory: usize,
 }
 
+impl SandboxOptions {
+    /// The options a host runs with: with `pooling`, one pool slot per attempt that can run at
+    /// once (`concurrency`), and any plugin may grow up to the wasm32 maximum (4 GiB) within the
+    /// pool, its manifest's cap being enforced per attempt; without, on-demand allocation.
+    pub fn for_host(pooling: bool, concurrency: usize) -> SandboxOptions {
+        SandboxOptions {
+            pool_slots: pooling.then(|| u32::try_from(concurrency).unwrap_or(u32::MAX)),
+            pool_max_memory: 4 << 30,
+        }
+    }
+}
+
 impl Sandbox {
     /// Creates the engine (fuel and epochs on, on-demand allocation) and links WASI p2,
     /// wasi:http and the host imports.
