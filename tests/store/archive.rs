@@ -331,6 +331,7 @@ pub async fn the_purge_forgets_archived_tasks_with_their_effects(fixture: &Fixtu
         .record_effect("mail2", "to:bo", newer)
         .await
         .unwrap();
+    assert!(!fixture.store.attempt_history(old).await.unwrap().is_empty());
     // Archived long ago, and just now.
     let mut long_ago = batch(DONE_OR_CANCELLED, now - days(400), 10);
     long_ago.now = now - days(400);
@@ -359,6 +360,15 @@ pub async fn the_purge_forgets_archived_tasks_with_their_effects(fixture: &Fixtu
         0
     );
     assert!(fixture.store.get_archived(old).await.unwrap().is_none());
+    assert!(
+        fixture.store.attempt_history(old).await.unwrap().is_empty(),
+        "the purge deletes the attempt history"
+    );
+    assert_eq!(
+        fixture.store.attempt_history(newer).await.unwrap().len(),
+        1,
+        "an archived task keeps its attempt history"
+    );
     assert!(fixture.store.get_archived(newer).await.unwrap().is_some());
     assert!(!fixture.store.effect_done("mail", "to:ana").await.unwrap());
     assert!(fixture.store.effect_done("mail2", "to:bo").await.unwrap());

@@ -10,8 +10,8 @@
 //! it waits at most for one batch's commit, the single writer's turn).
 //!
 //! Purging deletes archived tasks archived before a cutoff, in batches too, together with what
-//! still refers to them: their effect-ledger rows and, where the table exists, their attempt
-//! history (`async_task_attempt`).
+//! still refers to them: their effect-ledger rows and their attempt history
+//! (`async_task_attempt`, which an archived task keeps).
 //!
 //! A migration that adds a column to `async_task` must add it to `async_task_archive` and to
 //! the backends' column lists here, or archiving drops that column's value.

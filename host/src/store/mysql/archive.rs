@@ -138,20 +138,12 @@ impl Archive for MySqlStore {
         .persistent(false)
         .execute(&mut *tx)
         .await?;
-        let (attempt_table,): (i64,) = sqlx::query_as(
-            "SELECT COUNT(*) FROM information_schema.tables \
-             WHERE table_schema = DATABASE() AND table_name = 'async_task_attempt'",
-        )
-        .fetch_one(&mut *tx)
+        sqlx::query(&format!(
+            "DELETE FROM async_task_attempt WHERE task_id IN {list}"
+        ))
+        .persistent(false)
+        .execute(&mut *tx)
         .await?;
-        if attempt_table > 0 {
-            sqlx::query(&format!(
-                "DELETE FROM async_task_attempt WHERE task_id IN {list}"
-            ))
-            .persistent(false)
-            .execute(&mut *tx)
-            .await?;
-        }
         tx.commit().await?;
         Ok(ids.len() as u64)
     }

@@ -98,16 +98,10 @@ impl Archive for PgStore {
                 .bind(&purged)
                 .execute(&mut *tx)
                 .await?;
-            let (attempts,): (bool,) =
-                sqlx::query_as("SELECT to_regclass('async_task_attempt') IS NOT NULL")
-                    .fetch_one(&mut *tx)
-                    .await?;
-            if attempts {
-                sqlx::query("DELETE FROM async_task_attempt WHERE task_id = ANY($1)")
-                    .bind(&purged)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            sqlx::query("DELETE FROM async_task_attempt WHERE task_id = ANY($1)")
+                .bind(&purged)
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         Ok(purged.len() as u64)

@@ -22,18 +22,6 @@ fn codes_json(statuses: &[Status]) -> String {
     json!(statuses.iter().map(|s| status_code(*s)).collect::<Vec<_>>()).to_string()
 }
 
-impl SqliteStore {
-    /// Whether the attempt history table exists in this database.
-    async fn has_attempt_table(&self, tx: &mut sqlx::SqliteConnection) -> Result<bool, StoreError> {
-        let found: Option<(i64,)> = sqlx::query_as(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'async_task_attempt'",
-        )
-        .fetch_optional(&mut *tx)
-        .await?;
-        Ok(found.is_some())
-    }
-}
-
 #[async_trait]
 impl Archive for SqliteStore {
     async fn archive_batch(&self, batch: &ArchiveBatch) -> Result<ArchiveCounts, StoreError> {
@@ -112,14 +100,12 @@ impl Archive for SqliteStore {
             .bind(&ids)
             .execute(&mut *tx)
             .await?;
-            if self.has_attempt_table(&mut tx).await? {
-                sqlx::query(
-                    "DELETE FROM async_task_attempt WHERE task_id IN (SELECT value FROM json_each(?1))",
-                )
-                .bind(&ids)
-                .execute(&mut *tx)
-                .await?;
-            }
+            sqlx::query(
+                "DELETE FROM async_task_attempt WHERE task_id IN (SELECT value FROM json_each(?1))",
+            )
+            .bind(&ids)
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
         Ok(purged.len() as u64)
