@@ -24,6 +24,7 @@ use crate::util::{Host, Workspace, repo_root};
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const TOKEN: &str = "dashboard-token";
+const READ_TOKEN: &str = "dashboard-read-token";
 
 /// `POST /session/{id}/se/log`: chromedriver's console log since the last call.
 #[derive(Debug)]
@@ -160,9 +161,12 @@ impl Browser {
         }
     }
 
+    /// Clicks the element; again when the page replaced it in between (it re-renders its
+    /// tables on every refresh, so an element found a moment ago may be gone).
     fn click(&self, css: &str) {
-        self.runtime
-            .block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let clicked = self.runtime.block_on(async {
                 self.client()
                     .wait()
                     .at_most(Duration::from_secs(30))
@@ -170,8 +174,13 @@ impl Browser {
                     .await?
                     .click()
                     .await
-            })
-            .unwrap_or_else(|e| panic!("clicking {css}: {e}"));
+            });
+            match clicked {
+                Ok(()) => return,
+                Err(e) if Instant::now() > deadline => panic!("clicking {css}: {e}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
     }
 
     /// Console entries since the last call, as `LEVEL source message`.
@@ -273,7 +282,14 @@ fn wait_until(host: &Host, what: &str, mut done: impl FnMut() -> bool) {
 fn dashboard_pages_work_in_a_real_browser() {
     let ws = Workspace::with_plugins(&["noop", "loud"]);
     // A short sampling interval, so the stored backlog curve has points within the test.
-    let args = ["--api-token", TOKEN, "--stats-interval", "1s"];
+    let args = [
+        "--api-token",
+        TOKEN,
+        "--read-token",
+        READ_TOKEN,
+        "--stats-interval",
+        "1s",
+    ];
     let host = ws.start(&args);
 
     for n in 0..3 {
@@ -467,6 +483,29 @@ fn dashboard_pages_work_in_a_real_browser() {
     browser.click("button[data-action=resume][data-type=noop]");
     wait_until(&host, "noop resumed", || !paused(&host));
     browser.assert_no_console_errors("types");
+
+    // With the read token a person can look but not change: the retry is refused and says so.
+    browser.click("#forget-token");
+    browser.wait_js(
+        "the token dialog again",
+        "return document.getElementById('token-dialog').open",
+    );
+    browser.js(
+        "document.getElementById('token-input').value = arguments[0]",
+        vec![json!(READ_TOKEN)],
+    );
+    browser.click("#token-form button[type=submit]");
+    browser.click("#nav a[data-page=dead-letters]");
+    loaded("dead-letters");
+    let id = chosen[0];
+    let before = task(&host, id);
+    browser.click(&format!("input[data-id=\"{id}\"]"));
+    browser.click("#retry-selected");
+    browser.wait_js(
+        "the refusal",
+        "return document.getElementById('dead-message').innerText.includes('read token does not allow changes')",
+    );
+    assert_eq!(task(&host, id)["updated_at"], before["updated_at"]);
 }
 
 /// The page and its files need no token and carry their security headers; the API behind
