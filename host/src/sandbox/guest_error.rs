@@ -17,7 +17,11 @@
 //! - C: a failed assertion's text.
 //!
 //! Anything else falls back to the last lines of output, noise left out. Explanations are
-//! bounded ([`MAX_EXPLANATION_BYTES`]); the caller cleans them like any guest text.
+//! bounded ([`MAX_EXPLANATION_BYTES`]); the caller cleans them like any guest text. The
+//! sandbox looks for an error only when the guest stopped itself (a trap on `unreachable`, a
+//! program's failed exit); after fuel, time or memory ran out it shows the last lines
+//! ([`output_lines`]), as an error printed earlier is not the cause. The fixtures of the tests
+//! (`guest_error/*.log`) are task logs of real handlers built with `spool plugin build`.
 
 /// How many bytes from the end of a guest's output are read to explain a failure.
 pub const TAIL_BYTES: usize = 16 << 10;
