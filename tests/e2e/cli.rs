@@ -77,6 +77,7 @@ fn every_command_has_help() {
         "retry",
         "cancel",
         "health",
+        "archive",
         "plugins",
         "schedules",
         "plugin new",
