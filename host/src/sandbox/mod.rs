@@ -264,6 +264,11 @@ impl SandboxOptions {
     }
 }
 
+/// Bytes of each pooled linear memory kept mapped between attempts (reset by zeroing).
+const KEEP_RESIDENT_MEMORY: usize = 1 << 20;
+/// Bytes of each pooled table kept mapped between attempts.
+const KEEP_RESIDENT_TABLE: usize = 64 << 10;
+
 impl Sandbox {
     /// Creates the engine (fuel and epochs on, on-demand allocation) and links WASI p2,
     /// wasi:http and the host imports.
@@ -292,6 +297,13 @@ impl Sandbox {
                 .max_memories_per_component(memories)
                 .max_tables_per_component(tables)
                 .max_memory_size(options.pool_max_memory);
+            // Reset a finished attempt's memories and tables by zeroing the pages it touched
+            // (found with Linux's PAGEMAP_SCAN where the kernel has it) instead of `madvise`,
+            // which unmapped them: every attempt then paid page faults to map them again and a
+            // TLB shootdown across cores. The no-op drain ran 1.3× faster (docs/benchmarks.md).
+            pool.linear_memory_keep_resident(KEEP_RESIDENT_MEMORY)
+                .table_keep_resident(KEEP_RESIDENT_TABLE)
+                .pagemap_scan(wasmtime::Enabled::Auto);
             config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
         }
         let engine = Engine::new(&config).map_err(EngineError)?;
