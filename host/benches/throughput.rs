@@ -46,6 +46,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use spool::config::{Config, Settings};
+#[path = "throughput/archive.rs"]
+mod archive;
 mod common;
 #[path = "throughput/database.rs"]
 mod database;
@@ -53,8 +55,6 @@ mod database;
 mod finish;
 #[path = "throughput/idle.rs"]
 mod idle;
-#[path = "throughput/archive.rs"]
-mod archive;
 
 use common::EmptyServices;
 use database::{Fresh, Server};

@@ -4,8 +4,8 @@
 use chrono::{DateTime, Utc};
 
 use crate::plugins::Registry;
-use crate::task::is_valid_task_type;
 use crate::task::NewTask;
+use crate::task::is_valid_task_type;
 
 /// Longest accepted idempotency key, in characters (Unicode scalar values, as JSON Schema's
 /// `maxLength` counts them).

@@ -6,13 +6,13 @@ mod util;
 
 mod alerts;
 mod api_auth;
-mod archive;
 mod api_contract;
 mod api_errors;
 mod api_guard;
 mod api_limits;
 mod api_schemathesis;
 mod approval_example;
+mod archive;
 mod attempts;
 mod capabilities;
 mod cli;

@@ -130,7 +130,7 @@ on_every_backend!(
 );
 
 mod alerts;
-mod control;
 mod archive;
+mod control;
 mod history;
 mod keyed;

@@ -254,7 +254,11 @@ pub fn build(request: &BuildRequest) -> Result<Built> {
     let sources = if incremental {
         None
     } else {
-        Some(fingerprint::of_sources(&project, language, language.toolchain())?)
+        Some(fingerprint::of_sources(
+            &project,
+            language,
+            language.toolchain(),
+        )?)
     };
     if let Some(sources) = &sources
         && fingerprint::is_up_to_date(&output, &record, sources)
