@@ -131,60 +131,43 @@ pub async fn list_plugins(
         .collect();
     let loaded: std::collections::BTreeSet<&str> =
         plugins.iter().map(|p| p.task_type.as_str()).collect();
+    // Every type this host knows of but does not serve, with what it knows of each: a load
+    // error, a removal, tasks waiting, a load in progress.
     let mut unloaded: std::collections::BTreeMap<String, UnloadedView> =
         std::collections::BTreeMap::new();
-    for (task_type, error) in errors.iter().filter(|(t, _)| !loaded.contains(t.as_str())) {
-        unloaded.insert(
-            task_type.clone(),
-            UnloadedView {
-                task_type: task_type.clone(),
-                error: Some(error.clone()),
-                removed_at: None,
-                pending: pending.get(task_type).copied().unwrap_or(0),
-                loading_since: None,
-            },
-        );
-    }
-    for (task_type, at) in removed.iter().filter(|(t, _)| !loaded.contains(t.as_str())) {
-        let entry = unloaded
-            .entry(task_type.clone())
+    fn entry<'a>(
+        unloaded: &'a mut std::collections::BTreeMap<String, UnloadedView>,
+        task_type: &str,
+        pending: &std::collections::BTreeMap<String, u64>,
+    ) -> &'a mut UnloadedView {
+        unloaded
+            .entry(task_type.to_string())
             .or_insert_with(|| UnloadedView {
-                task_type: task_type.clone(),
+                task_type: task_type.to_string(),
                 error: None,
                 removed_at: None,
                 pending: pending.get(task_type).copied().unwrap_or(0),
                 loading_since: None,
-            });
-        entry.removed_at = Some(*at);
+            })
+    }
+    let not_loaded = |task_type: &&String| !loaded.contains(task_type.as_str());
+    for (task_type, error) in errors.iter().filter(|(t, _)| not_loaded(t)) {
+        entry(&mut unloaded, task_type, &pending).error = Some(error.clone());
+    }
+    for (task_type, at) in removed.iter().filter(|(t, _)| not_loaded(t)) {
+        entry(&mut unloaded, task_type, &pending).removed_at = Some(*at);
     }
     // Tasks of types no plugin here has ever served: enqueued by application SQL or another
     // host for a type this host does not have. They wait, pending, until a plugin arrives.
-    for (task_type, count) in pending.iter().filter(|(t, _)| !loaded.contains(t.as_str())) {
-        unloaded
-            .entry(task_type.clone())
-            .or_insert_with(|| UnloadedView {
-                task_type: task_type.clone(),
-                error: Some(no_plugin_message(task_type)),
-                removed_at: None,
-                pending: *count,
-                loading_since: None,
-            });
+    for task_type in pending.keys().filter(not_loaded) {
+        let view = entry(&mut unloaded, task_type, &pending);
+        if view.error.is_none() && view.removed_at.is_none() && !loading.contains_key(task_type) {
+            view.error = Some(no_plugin_message(task_type));
+        }
     }
     // Types loading for the first time: not served yet, but on their way.
-    for (task_type, since) in loading.iter().filter(|(t, _)| !loaded.contains(t.as_str())) {
-        let entry = unloaded
-            .entry(task_type.clone())
-            .or_insert_with(|| UnloadedView {
-                task_type: task_type.clone(),
-                error: None,
-                removed_at: None,
-                pending: pending.get(task_type).copied().unwrap_or(0),
-                loading_since: None,
-            });
-        entry.loading_since = Some(*since);
-        if entry.error.as_deref() == Some(no_plugin_message(task_type).as_str()) {
-            entry.error = None;
-        }
+    for (task_type, since) in loading.iter().filter(|(t, _)| not_loaded(t)) {
+        entry(&mut unloaded, task_type, &pending).loading_since = Some(*since);
     }
     Ok(Json(PluginsView {
         folder: state.config.plugin_dir.display().to_string(),
