@@ -1,12 +1,20 @@
 //! The dispatcher: claims due tasks and runs each in the sandbox.
 //!
-//! One loop per host. It claims at most as many tasks as it has free slots (the configured
-//! concurrency), so no task waits leased on a busy host. Task types whose manifest limits
-//! their concurrency or start rate are claimed first, each within its own budget, in one
-//! statement per such type; all other types share one statement. When a claim comes back
+//! One loop per host. Claimed tasks wait in a short *ready queue* and start as slots (the
+//! configured concurrency) free. Under a backlog the loop claims ahead of its free slots, as many
+//! tasks as it starts in a few milliseconds (`worker/ready.rs`), and sends the next claim while
+//! the queue still holds work, so a database round trip never stands between a finished attempt
+//! and the next start, and one statement claims many rows. Task types whose manifest limits
+//! their concurrency or start rate are claimed only within their budget and the free slots, in
+//! one statement per such type; all other types share one statement. When a claim comes back
 //! short the loop sleeps until an enqueue on this host wakes it, an attempt finishes, a rate
 //! limit allows the next start, or the poll interval passes (which covers other hosts'
 //! enqueues and scheduled tasks).
+//!
+//! A task in the ready queue is leased to this host and registered in flight like a running
+//! one: the lease keeper keeps its lease, a cancel reaches it, and shutdown hands it back. It
+//! starts on the plugin version registered when it starts; if its type was paused or removed
+//! meanwhile, it is handed back to the queue untouched.
 //!
 //! Paused task types (`worker/paused.rs`) are left out of every claim; their tasks wait pending.
 //!
@@ -14,6 +22,9 @@
 //! cannot starve the HTTP API on the main runtime.
 
 use chrono::Utc;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -23,6 +34,7 @@ use super::RetryPause;
 use super::completer::{Update, UpdateSender};
 use super::in_flight::{InFlight, InFlightGuard};
 use super::rate::RateLimits;
+use super::ready::Depth;
 use crate::plugins::{Plugin, Registry};
 use crate::sandbox::{RunLimits, Sandbox, TaskInfo, TaskServices};
 use crate::shutdown::{Shutdown, Stage};
@@ -30,8 +42,9 @@ use crate::store::history::Outcome;
 use crate::store::{AttemptId, ClaimRequest, Completion, SharedStore, StoreError};
 use crate::task::{AttemptOutcome, Task, cap_snoozes, decide};
 
-/// Under a backlog, how long to wait for more slots to free before claiming with fewer.
-const BACKLOG_GATHER: Duration = Duration::from_millis(5);
+/// At shutdown, how long a claim already sent may take to come back (its tasks are then
+/// registered here and handed back with the rest).
+const CLAIM_AT_SHUTDOWN: Duration = Duration::from_secs(5);
 
 /// What the dispatcher needs; built once by the host.
 pub struct Dispatcher {
@@ -70,6 +83,25 @@ struct ClaimPlan {
     rate: Option<f64>,
 }
 
+/// A task claimed and leased here, waiting for a slot.
+struct Ready {
+    task: Task,
+    cancelled: Arc<Notify>,
+}
+
+/// What one round of claim statements brought back.
+struct Claimed {
+    tasks: Vec<Ready>,
+    /// How many rows the statements asked for in all.
+    asked: usize,
+    /// Set when a statement failed; the tasks claimed before it are still in `tasks`.
+    failure: Option<StoreError>,
+    /// How soon a rate-limited type may start its next task, if one waits on its rate.
+    rate_wait: Option<Duration>,
+}
+
+type ClaimInFlight = Pin<Box<dyn Future<Output = Claimed> + Send>>;
+
 impl Dispatcher {
     /// Claims and runs tasks until shutdown, then drains: running tasks get the grace period
     /// (or until an immediate shutdown) to finish; the rest are returned to pending.
@@ -77,91 +109,162 @@ impl Dispatcher {
         let this = Arc::new(self);
         let slots = Arc::new(Semaphore::new(this.concurrency));
         let finished = Arc::new(Notify::new());
-        let rates = Mutex::new(RateLimits::default());
+        let rates = Arc::new(Mutex::new(RateLimits::default()));
         let mut running = JoinSet::new();
         let mut pause = RetryPause::new();
-        // Under a backlog (the last claim filled every free slot) wait for half the slots to
-        // free before claiming again: one statement then claims many rows instead of one row
-        // per finished task. With no backlog, claim as soon as one slot is free.
-        let backlog_batch = (this.concurrency / 2).max(1);
+        let mut ready: VecDeque<Ready> = VecDeque::new();
+        let mut depth = Depth::new(Instant::now());
+        let mut claiming: Option<ClaimInFlight> = None;
+        // The last claim came back full: more tasks are due than were asked for.
         let mut backlog = false;
+        // The last claim came back short: wait for a reason to claim again, at most this long.
+        let mut idle_for: Option<Duration> = None;
+        // A claim failed: no claim before this instant.
+        let mut retry_at: Option<tokio::time::Instant> = None;
 
         while this.shutdown.stage() == Stage::Running {
             while running.try_join_next().is_some() {}
+            let started = this.start_ready(&mut ready, &slots, &mut running, &finished);
+            depth.started(started);
 
-            if slots.available_permits() == 0 {
-                tokio::select! {
-                    permit = slots.clone().acquire_owned() => drop(permit),
-                    _ = this.shutdown.reached(Stage::Graceful) => break,
-                }
-                continue;
-            }
-            if backlog && slots.available_permits() < backlog_batch {
-                // Bounded, so long-running attempts cannot hold back the free slots.
-                tokio::select! {
-                    permits = slots.clone().acquire_many_owned(backlog_batch as u32) => drop(permits),
-                    _ = tokio::time::sleep(BACKLOG_GATHER) => {}
-                    _ = this.shutdown.reached(Stage::Graceful) => break,
-                }
-            }
-            this.paused
-                .refresh_if_stale(&*this.store, this.poll_interval)
-                .await;
-            let free = slots.available_permits();
-            let (plans, rate_wait) = this.plan(free, &mut rates.lock().expect("rate lock"));
-            // A claim that fails midway still hands back what earlier statements claimed: those
-            // tasks are leased to this host and run now, never left to wait for a rescue.
-            let (claimed, failure) = this.claim(free, &plans, &rates).await;
-            if let Some(error) = failure {
-                for (task, plugin, cancelled) in claimed {
-                    let permit = slots
-                        .clone()
-                        .try_acquire_owned()
-                        .expect("claimed no more than the free slots");
-                    running.spawn_on(
-                        this.clone()
-                            .attempt(task, plugin, cancelled, permit, finished.clone()),
-                        &this.runtime,
-                    );
-                }
-                let wait = pause.next();
-                tracing::warn!("claiming tasks failed: {error}; retrying in {wait:?}");
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = this.shutdown.reached(Stage::Graceful) => break,
-                }
-                continue;
-            }
-            pause.reset();
-            let short = claimed.len() < free;
-            backlog = !short;
-            for (task, plugin, cancelled) in claimed {
-                let permit = slots
-                    .clone()
-                    .try_acquire_owned()
-                    .expect("claimed no more than the free slots");
-                let attempt =
-                    this.clone()
-                        .attempt(task, plugin, cancelled, permit, finished.clone());
-                running.spawn_on(attempt, &this.runtime);
-            }
-            if short {
-                let wait = rate_wait.map_or(this.poll_interval, |w| w.min(this.poll_interval));
-                tokio::select! {
-                    _ = this.wake.notified() => {}
-                    _ = finished.notified() => {}
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = this.shutdown.reached(Stage::Graceful) => break,
+            if claiming.is_none() && idle_for.is_none() && retry_at.is_none() {
+                let free = slots.available_permits();
+                let waiting = ready.len();
+                let ahead = depth.target(Instant::now(), backlog, this.concurrency / 2);
+                // Slots not spoken for by the queue can take limited types too; the rest of
+                // the claim is ahead of the slots, for unlimited types only.
+                let for_slots = free.saturating_sub(waiting);
+                let more_ahead = ahead.saturating_sub(waiting.saturating_sub(free));
+                let low = waiting == 0 || waiting * 2 <= ahead;
+                if low && for_slots + more_ahead > 0 {
+                    claiming = Some(Box::pin(this.clone().claim_round(
+                        for_slots,
+                        for_slots + more_ahead,
+                        rates.clone(),
+                    )));
                 }
             }
+
+            tokio::select! {
+                biased;
+                _ = this.shutdown.reached(Stage::Graceful) => break,
+                claimed = async { claiming.as_mut().expect("guarded").await }, if claiming.is_some() => {
+                    claiming = None;
+                    let Claimed { tasks, asked, failure, rate_wait } = claimed;
+                    let short = tasks.len() < asked;
+                    ready.extend(tasks);
+                    if let Some(error) = failure {
+                        let wait = pause.next();
+                        tracing::warn!("claiming tasks failed: {error}; retrying in {wait:?}");
+                        retry_at = Some(tokio::time::Instant::now() + wait);
+                        backlog = false;
+                        continue;
+                    }
+                    pause.reset();
+                    backlog = !short && asked > 0;
+                    if !backlog {
+                        idle_for = Some(rate_wait.map_or(this.poll_interval, |w| w.min(this.poll_interval)));
+                    }
+                }
+                permit = slots.clone().acquire_owned(), if !ready.is_empty() => drop(permit),
+                _ = async { tokio::time::sleep_until(retry_at.expect("guarded")).await }, if retry_at.is_some() => {
+                    retry_at = None;
+                }
+                _ = this.wake.notified(), if retry_at.is_none() => idle_for = None,
+                _ = finished.notified(), if retry_at.is_none() && ready.is_empty() => idle_for = None,
+                _ = async { tokio::time::sleep(idle_for.expect("guarded")).await }, if idle_for.is_some() && retry_at.is_none() => {
+                    idle_for = None;
+                }
+            }
+        }
+        if let Some(claim) = claiming {
+            // Whatever it claimed is registered in flight, so the drain hands it back.
+            let _ = tokio::time::timeout(CLAIM_AT_SHUTDOWN, claim).await;
         }
         this.drain(running).await;
     }
 
-    /// Splits the free slots into claim statements: one per task type with a concurrency or
-    /// rate limit (within its budget), then one for all other types. Also returns how soon a
-    /// rate-limited type may start its next task, if one is waiting on its rate.
-    fn plan(&self, free: usize, rates: &mut RateLimits) -> (Vec<ClaimPlan>, Option<Duration>) {
+    /// Starts queued tasks in the free slots; returns how many started. A task whose type was
+    /// paused or removed since it was claimed is handed back to the queue instead.
+    fn start_ready(
+        self: &Arc<Self>,
+        ready: &mut VecDeque<Ready>,
+        slots: &Arc<Semaphore>,
+        running: &mut JoinSet<()>,
+        finished: &Arc<Notify>,
+    ) -> usize {
+        let mut started = 0;
+        let mut hand_back = Vec::new();
+        while !ready.is_empty() {
+            let Ok(permit) = slots.clone().try_acquire_owned() else {
+                break;
+            };
+            let Ready { task, cancelled } = ready.pop_front().expect("not empty");
+            let plugin = match self.registry.get(&task.task_type) {
+                Some(plugin) if !self.paused.contains(&task.task_type) => plugin,
+                _ => {
+                    hand_back.push(AttemptId::of(&task));
+                    continue;
+                }
+            };
+            let attempt = self
+                .clone()
+                .attempt(task, plugin, cancelled, permit, finished.clone());
+            running.spawn_on(attempt, &self.runtime);
+            started += 1;
+        }
+        if !hand_back.is_empty() {
+            for attempt in &hand_back {
+                self.in_flight.finish(*attempt);
+            }
+            let this = self.clone();
+            tokio::spawn(async move { this.hand_back(&hand_back).await });
+        }
+        started
+    }
+
+    /// Returns claimed tasks that will not run here to pending, untouched.
+    async fn hand_back(&self, attempts: &[AttemptId]) {
+        if let Err(error) = self.store.release(&self.owner, attempts).await {
+            // Their leases expire and the rescuer returns them; nothing is lost.
+            tracing::warn!(
+                tasks = attempts.len(),
+                "handing back tasks of a type paused or removed meanwhile failed: {error}"
+            );
+        }
+    }
+
+    /// One round of claim statements: limited types within `for_slots`, all of them within
+    /// `total`.
+    async fn claim_round(
+        self: Arc<Self>,
+        for_slots: usize,
+        total: usize,
+        rates: Arc<Mutex<RateLimits>>,
+    ) -> Claimed {
+        self.paused
+            .refresh_if_stale(&*self.store, self.poll_interval)
+            .await;
+        let (plans, rate_wait) = self.plan(for_slots, total, &mut rates.lock().expect("rate lock"));
+        let (tasks, asked, failure) = self.claim(total, &plans, &rates).await;
+        Claimed {
+            tasks,
+            asked,
+            failure,
+            rate_wait,
+        }
+    }
+
+    /// Splits a claim into statements: one per task type with a concurrency or rate limit
+    /// (within its budget and `for_slots`), then one for all other types (up to `total`). Also
+    /// returns how soon a rate-limited type may start its next task, if one is waiting on its
+    /// rate.
+    fn plan(
+        &self,
+        for_slots: usize,
+        total: usize,
+        rates: &mut RateLimits,
+    ) -> (Vec<ClaimPlan>, Option<Duration>) {
         let now = Instant::now();
         let mut limited = Vec::new();
         let mut unlimited = Vec::new();
@@ -175,7 +278,7 @@ impl Dispatcher {
                 unlimited.push(plugin.task_type.clone());
                 continue;
             }
-            let mut budget = free;
+            let mut budget = for_slots;
             if let Some(max) = policy.concurrency {
                 budget =
                     budget.min(max.saturating_sub(self.in_flight.running_of(&plugin.task_type)));
@@ -199,28 +302,31 @@ impl Dispatcher {
         if !unlimited.is_empty() {
             limited.push(ClaimPlan {
                 task_types: unlimited,
-                limit: free,
+                limit: total,
                 rate: None,
             });
         }
         (limited, rate_wait)
     }
 
-    /// Runs the claim statements within the free slots; pairs each task with its plugin and
-    /// registers it in flight (with the signal that cancels it). When a statement fails, the
-    /// tasks claimed so far come back with the error, so the caller runs them.
+    /// Runs the claim statements, at most `total` rows in all; registers each task in flight
+    /// (with the signal that cancels it). Returns the tasks, how many rows were asked for, and
+    /// the error of a statement that failed (the tasks claimed before it still come back, so
+    /// the caller runs them).
     async fn claim(
         &self,
-        free: usize,
+        total: usize,
         plans: &[ClaimPlan],
         rates: &Mutex<RateLimits>,
-    ) -> (Vec<(Task, Arc<Plugin>, Arc<Notify>)>, Option<StoreError>) {
+    ) -> (Vec<Ready>, usize, Option<StoreError>) {
         let mut claimed = Vec::new();
+        let mut asked = 0;
         for plan in plans {
-            let limit = plan.limit.min(free.saturating_sub(claimed.len()));
+            let limit = plan.limit.min(total.saturating_sub(asked));
             if limit == 0 {
                 continue;
             }
+            asked += limit;
             let request = ClaimRequest {
                 owner: self.owner.clone(),
                 limit,
@@ -230,7 +336,7 @@ impl Dispatcher {
             };
             let tasks = match self.store.claim(&request).await {
                 Ok(tasks) => tasks,
-                Err(error) => return (claimed, Some(error)),
+                Err(error) => return (claimed, asked, Some(error)),
             };
             if let (Some(rate), Some(task)) = (plan.rate, tasks.first()) {
                 rates.lock().expect("rate lock").take(
@@ -242,26 +348,19 @@ impl Dispatcher {
             }
             let mut orphans = Vec::new();
             for task in tasks {
-                match self.registry.get(&task.task_type) {
-                    Some(plugin) => {
-                        let cancelled = self.in_flight.start(AttemptId::of(&task), &task.task_type);
-                        claimed.push((task, plugin, cancelled));
-                    }
+                if self.registry.get(&task.task_type).is_some() {
+                    let cancelled = self.in_flight.start(AttemptId::of(&task), &task.task_type);
+                    claimed.push(Ready { task, cancelled });
+                } else {
                     // Unregistered between planning and claiming: hand it back untouched.
-                    None => orphans.push(AttemptId::of(&task)),
+                    orphans.push(AttemptId::of(&task));
                 }
             }
-            if !orphans.is_empty()
-                && let Err(error) = self.store.release(&self.owner, &orphans).await
-            {
-                // Their leases expire and the rescuer returns them; nothing is lost.
-                tracing::warn!(
-                    tasks = orphans.len(),
-                    "handing back tasks of a type removed meanwhile failed: {error}"
-                );
+            if !orphans.is_empty() {
+                self.hand_back(&orphans).await;
             }
         }
-        (claimed, None)
+        (claimed, asked, None)
     }
 
     /// Runs one attempt and hands its outcome to the completer.

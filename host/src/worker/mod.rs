@@ -11,6 +11,7 @@
 //! - [`supervisor`]: stops the host loudly when the dispatcher or completer dies;
 //! - [`paused`]: the task types paused on this database, left out of claims;
 //! - [`in_flight`]: the attempts running here; [`rate`]: per-type start rates;
+//! - [`ready`]: how many tasks the dispatcher claims ahead of its free slots;
 //! - [`estimates`]: attempt times and the backlog, for estimated completion times;
 //! - [`finished`]: tasks just committed, for API requests waiting on them;
 //! - [`services`]: the durable host services handlers call.
@@ -30,6 +31,7 @@ pub mod leader;
 pub mod lease_keeper;
 pub mod paused;
 pub mod rate;
+pub mod ready;
 pub mod rescuer;
 pub mod sampler;
 pub mod scheduler;
