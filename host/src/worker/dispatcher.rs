@@ -170,8 +170,11 @@ impl Dispatcher {
                 _ = async { tokio::time::sleep_until(retry_at.expect("guarded")).await }, if retry_at.is_some() => {
                     retry_at = None;
                 }
-                _ = this.wake.notified(), if retry_at.is_none() => idle_for = None,
-                _ = finished.notified(), if retry_at.is_none() && ready.is_empty() => idle_for = None,
+                // Not while a claim is under way: a wake-up then stays stored (`notify_one`)
+                // and ends the idle wait that a short claim begins, so an enqueue committed
+                // after that claim's snapshot is never left for the poll interval.
+                _ = this.wake.notified(), if retry_at.is_none() && claiming.is_none() => idle_for = None,
+                _ = finished.notified(), if retry_at.is_none() && claiming.is_none() && ready.is_empty() => idle_for = None,
                 _ = async { tokio::time::sleep(idle_for.expect("guarded")).await }, if idle_for.is_some() && retry_at.is_none() => {
                     idle_for = None;
                 }

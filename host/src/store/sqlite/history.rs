@@ -79,13 +79,14 @@ pub(super) async fn record_completions(
         })
         .collect();
     sqlx::query(&format!(
-        "{COLUMNS} \
+        "WITH batch AS MATERIALIZED (SELECT jsonb(value) AS v FROM json_each(?1)) \
+         {COLUMNS} \
          SELECT t.id, t.attempts, c.owner, c.plugin_version, t.attempted_at, c.now, c.outcome, c.error, c.log \
-         FROM (SELECT value ->> '$.id' AS id, value ->> '$.owner' AS owner, \
-                      value ->> '$.attempt' AS attempt, value ->> '$.outcome' AS outcome, \
-                      value ->> '$.error' AS error, value ->> '$.plugin_version' AS plugin_version, \
-                      value ->> '$.log' AS log, value ->> '$.now' AS now \
-               FROM json_each(?1)) AS c \
+         FROM (SELECT v ->> '$.id' AS id, v ->> '$.owner' AS owner, \
+                      v ->> '$.attempt' AS attempt, v ->> '$.outcome' AS outcome, \
+                      v ->> '$.error' AS error, v ->> '$.plugin_version' AS plugin_version, \
+                      v ->> '$.log' AS log, v ->> '$.now' AS now \
+               FROM batch) AS c \
          CROSS JOIN async_task AS t NOT INDEXED ON t.id = c.id \
          WHERE t.status = 1 AND t.lease_owner = c.owner AND t.attempts = c.attempt \
          ON CONFLICT DO NOTHING"

@@ -304,7 +304,8 @@ impl Store for SqliteStore {
         let mut tx = self.writer.begin().await?;
         history::record_completions(&mut tx, completions).await?;
         let outcome = sqlx::query(
-            "UPDATE async_task NOT INDEXED SET \
+            "WITH batch AS MATERIALIZED (SELECT jsonb(value) AS v FROM json_each(?1)) \
+             UPDATE async_task NOT INDEXED SET \
                  status = c.status, \
                  retry_count = c.retry_count, \
                  next_run_at = COALESCE(c.next_run_at, async_task.next_run_at), \
@@ -316,13 +317,13 @@ impl Store for SqliteStore {
                  snoozes = CASE WHEN c.status = 0 AND c.error IS NULL THEN async_task.snoozes + 1 ELSE 0 END, \
                  lease_owner = NULL, lease_expires_at = NULL, \
                  updated_at = c.now \
-             FROM (SELECT value ->> '$.id' AS id, value ->> '$.owner' AS owner, \
-                          value ->> '$.attempt' AS attempt, value ->> '$.status' AS status, \
-                          value ->> '$.retry_count' AS retry_count, \
-                          value ->> '$.next_run_at' AS next_run_at, value ->> '$.result' AS result, \
-                          value ->> '$.error' AS error, value ->> '$.plugin_version' AS plugin_version, value ->> '$.log' AS log, \
-                          value ->> '$.finished_at' AS finished_at, value ->> '$.now' AS now \
-                   FROM json_each(?1)) AS c \
+             FROM (SELECT v ->> '$.id' AS id, v ->> '$.owner' AS owner, \
+                          v ->> '$.attempt' AS attempt, v ->> '$.status' AS status, \
+                          v ->> '$.retry_count' AS retry_count, \
+                          v ->> '$.next_run_at' AS next_run_at, v ->> '$.result' AS result, \
+                          v ->> '$.error' AS error, v ->> '$.plugin_version' AS plugin_version, v ->> '$.log' AS log, \
+                          v ->> '$.finished_at' AS finished_at, v ->> '$.now' AS now \
+                   FROM batch) AS c \
              WHERE async_task.id = c.id AND async_task.status = 1 \
                AND async_task.lease_owner = c.owner AND async_task.attempts = c.attempt",
         )
