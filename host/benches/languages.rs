@@ -24,7 +24,7 @@ mod common;
 use common::EmptyServices;
 use spool::sandbox::{RunLimits, Sandbox, TaskInfo, TaskServices};
 use spool::task::AttemptOutcome;
-use spool::toolchain::{self, BuildRequest};
+use spool_toolchain::BuildRequest;
 
 /// A handler to measure: where it comes from and a payload it succeeds on.
 struct Subject {
@@ -124,9 +124,11 @@ fn wasm_of(subject: &Subject, out: &Path) -> (PathBuf, Option<Duration>) {
                 tools: std::env::var_os("SPOOL_TOOLS_DIR")
                     .map(PathBuf::from)
                     .unwrap_or_else(|| repo().join("target/tools")),
+                check_manifest: |text| spool::plugins::Manifest::parse(text).map(drop),
             };
-            let built = toolchain::build(&request)
-                .unwrap_or_else(|e| panic!("building {project} failed: {e:#}"));
+            let built = spool_toolchain::build(&request).unwrap_or_else(|e| {
+                panic!("building {project} failed: {:#}", anyhow::Error::from(e))
+            });
             (built.wasm, Some(built.elapsed))
         }
     }

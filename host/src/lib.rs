@@ -20,8 +20,10 @@
 //!   e-mail channels; the drill.
 //! - [`instruments`]: the metrics `GET /metrics` exports, and the calls that record them.
 //! - [`host`]: starts and stops all of the above; [`shutdown`]: the two-stage stop signal.
-//! - [`toolchain`]: `spool plugin new` and `spool plugin build`: handler projects from
-//!   templates, built with each language's pinned compiler into the plugin folder.
+//!
+//! Building handlers (`spool plugin new`, `spool plugin build`) is not part of this library:
+//! it is the `spool-toolchain` crate (`toolchain/`), which the `spool` binary uses when built
+//! with the default-on `toolchain` feature.
 
 pub mod alerts;
 pub mod api;
@@ -36,7 +38,6 @@ pub mod schedule;
 pub mod shutdown;
 pub mod store;
 pub mod task;
-pub mod toolchain;
 pub mod worker;
 
 pub use config::Config;

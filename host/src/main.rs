@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use spool::api::client::Client;
 use spool::config::{Config, Settings};
 use spool::shutdown::os_signal;
-use spool::toolchain;
 
 #[derive(Parser)]
 #[command(
@@ -79,6 +78,7 @@ enum PluginCommand {
 }
 
 #[derive(Args)]
+#[cfg_attr(not(feature = "toolchain"), allow(dead_code))]
 struct NewArgs {
     /// The handler's language: rust, python, javascript, c, go or zig
     #[arg(long)]
@@ -91,6 +91,7 @@ struct NewArgs {
 }
 
 #[derive(Args)]
+#[cfg_attr(not(feature = "toolchain"), allow(dead_code))]
 struct BuildArgs {
     /// The handler project's folder
     #[arg(default_value = ".")]
@@ -363,11 +364,13 @@ fn main() -> Result<()> {
     })
 }
 
+#[cfg(feature = "toolchain")]
 fn plugin(command: PluginCommand) -> Result<()> {
+    use spool_toolchain::{BuildRequest, Language};
     match command {
         PluginCommand::New(args) => {
-            let language = toolchain::Language::parse(&args.lang)?;
-            let dir = toolchain::new_project(language, &args.name, &args.dir)?;
+            let language = Language::parse(&args.lang)?;
+            let dir = spool_toolchain::new_project(language, &args.name, &args.dir)?;
             println!(
                 "created {} ({language}); build it with: spool plugin build {}",
                 dir.display(),
@@ -376,18 +379,17 @@ fn plugin(command: PluginCommand) -> Result<()> {
             Ok(())
         }
         PluginCommand::Build(args) => {
-            let request = toolchain::BuildRequest {
+            let request = BuildRequest {
                 project: args.project,
-                language: args
-                    .lang
-                    .as_deref()
-                    .map(toolchain::Language::parse)
-                    .transpose()?,
+                language: args.lang.as_deref().map(Language::parse).transpose()?,
                 name: args.name,
                 plugins: args.plugins,
-                tools: args.tools_dir.unwrap_or_else(toolchain::default_tools_dir),
+                tools: args
+                    .tools_dir
+                    .unwrap_or_else(spool_toolchain::default_tools_dir),
+                check_manifest,
             };
-            let built = toolchain::build(&request)?;
+            let built = spool_toolchain::build(&request)?;
             println!(
                 "built {} ({}, {:.1} MB) in {:.1?}{}",
                 built.wasm.display(),
@@ -402,6 +404,25 @@ fn plugin(command: PluginCommand) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// The host's verdict on a project's manifest: a build deploys only what a host would load.
+#[cfg(feature = "toolchain")]
+fn check_manifest(text: &str) -> Result<(), String> {
+    spool::plugins::Manifest::parse(text).map(drop)
+}
+
+#[cfg(not(feature = "toolchain"))]
+fn plugin(command: PluginCommand) -> Result<()> {
+    let name = match command {
+        PluginCommand::New(_) => "new",
+        PluginCommand::Build(_) => "build",
+    };
+    bail!(
+        "this spool was built without the handler toolchain (cargo feature `toolchain`), so it has \
+         no `spool plugin {name}`; build handlers with a spool that has it (the default: \
+         `cargo build -p spool`), then copy NAME.wasm and NAME.toml into this host's plugin folder"
+    )
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
@@ -1079,4 +1100,14 @@ async fn archive(args: ArchiveArgs) -> Result<()> {
         println!("{} batches on {database}", report.batches);
     }
     Ok(())
+}
+
+#[cfg(all(test, feature = "toolchain"))]
+mod tests {
+    #[test]
+    fn builds_check_manifests_with_the_hosts_parser() {
+        super::check_manifest("max_retry = 3\n").unwrap();
+        let error = super::check_manifest("max_retyr = 3\n").unwrap_err();
+        assert!(error.contains("max_retyr"), "{error}");
+    }
 }

@@ -4,10 +4,11 @@
 //! in the tools folder on first use. Zig's standard library changes between releases, so the
 //! template is written for exactly this version. Caches stay inside the tools folder.
 
-use anyhow::{Context, Result, bail};
 use std::process::Command;
 
-use super::{Recipe, pip_tool, run};
+use crate::build::Recipe;
+use crate::error::{Error, IoContext, Result};
+use crate::process::{pip_tool, run};
 
 /// The pinned Zig from PyPI.
 pub(crate) const ZIGLANG: &str = "ziglang==0.17.1";
@@ -44,7 +45,7 @@ fn main_file(recipe: &Recipe) -> Result<String> {
         }
     }
     let zig_files: Vec<String> = std::fs::read_dir(recipe.project)
-        .with_context(|| format!("cannot read {}", recipe.project.display()))?
+        .at("cannot read", recipe.project)?
         .filter_map(|e| e.ok())
         .filter_map(|e| {
             e.file_name()
@@ -55,9 +56,12 @@ fn main_file(recipe: &Recipe) -> Result<String> {
         .collect();
     match zig_files.as_slice() {
         [only] => Ok(only.clone()),
-        _ => bail!(
-            "cannot tell which .zig file is the program; name it {}.zig or main.zig",
-            recipe.task_type
-        ),
+        _ => Err(Error::IncompleteProject {
+            dir: recipe.project.to_path_buf(),
+            problem: format!(
+                "has no .zig file Spool can tell is the program; name it {}.zig or main.zig",
+                recipe.task_type
+            ),
+        }),
     }
 }

@@ -1,12 +1,17 @@
 //! Rust handlers: a crate built with cargo for wasm32-wasip2. A `cdylib` using the guest SDK
 //! becomes a handler component; a `bin` becomes a wasi:cli/run program (the second door).
 
-use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::{Recipe, describe};
+use crate::build::Recipe;
+use crate::error::{Error, IoContext, Result};
+use crate::process::{describe, run, start_error};
+
+/// What to do when cargo or rustc is missing.
+const INSTALL_RUST: &str =
+    "Rust is needed to build Rust handlers; install it from https://rustup.rs";
 
 /// The target handler crates are built for.
 pub(crate) const TARGET: &str = "wasm32-wasip2";
@@ -41,20 +46,20 @@ pub(crate) fn build(recipe: &Recipe) -> Result<()> {
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-    let shown = describe(&command);
     let output = command
         .output()
-        .with_context(|| format!("cannot start `{shown}`; is Rust installed (rustup.rs)?"))?;
+        .map_err(|error| start_error(&command, error, INSTALL_RUST))?;
     if !output.status.success() {
-        bail!(
-            "`{shown}` failed ({}); the compiler's messages are above",
-            output.status
-        );
+        // The compiler's messages went to stderr as it ran.
+        return Err(Error::CommandFailed {
+            command: describe(&command),
+            status: output.status,
+            output: String::new(),
+        });
     }
     let artifacts = wasm_artifacts(&String::from_utf8_lossy(&output.stdout));
     let wasm = pick(&artifacts, recipe.task_type)?;
-    std::fs::copy(&wasm, recipe.output)
-        .with_context(|| format!("cannot copy {}", wasm.display()))?;
+    std::fs::copy(&wasm, recipe.output).at("cannot copy", &wasm)?;
     Ok(())
 }
 
@@ -81,18 +86,15 @@ fn wasm_artifacts(messages: &str) -> Vec<(String, PathBuf)> {
 /// The one artifact to install: the only one, or the one named like the task type.
 fn pick(artifacts: &[(String, PathBuf)], task_type: &str) -> Result<PathBuf> {
     match artifacts {
-        [] => bail!(
-            "the crate produced no .wasm; a handler is a `cdylib` (crate-type = [\"cdylib\"]) or a `bin`"
-        ),
+        [] => Err(Error::NoArtifact),
         [(_, only)] => Ok(only.clone()),
         many => {
             let wanted = task_type.replace('-', "_");
             many.iter()
                 .find(|(name, _)| name.replace('-', "_") == wanted)
                 .map(|(_, path)| path.clone())
-                .with_context(|| {
-                    let names: Vec<&str> = many.iter().map(|(n, _)| n.as_str()).collect();
-                    format!("the build produced several components ({}); pass --name with the one to install", names.join(", "))
+                .ok_or_else(|| Error::SeveralArtifacts {
+                    names: many.iter().map(|(name, _)| name.clone()).collect(),
                 })
         }
     }
@@ -100,10 +102,11 @@ fn pick(artifacts: &[(String, PathBuf)], task_type: &str) -> Result<PathBuf> {
 
 /// Installs a target's standard library through rustup when it is missing.
 pub(crate) fn ensure_target(target: &str) -> Result<()> {
-    let sysroot = Command::new("rustc")
-        .args(["--print", "sysroot"])
+    let mut rustc = Command::new("rustc");
+    rustc.args(["--print", "sysroot"]);
+    let sysroot = rustc
         .output()
-        .context("cannot run rustc; is Rust installed (rustup.rs)?")?;
+        .map_err(|error| start_error(&rustc, error, INSTALL_RUST))?;
     let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
     if Path::new(&sysroot)
         .join("lib/rustlib")
@@ -113,7 +116,7 @@ pub(crate) fn ensure_target(target: &str) -> Result<()> {
         return Ok(());
     }
     eprintln!("installing the {target} target with rustup");
-    super::run(
+    run(
         Command::new("rustup").args(["target", "add", target]),
         &format!("the {target} target is missing; install it with `rustup target add {target}`"),
     )

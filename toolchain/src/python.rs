@@ -9,11 +9,12 @@
 //! seconds to compile on first load; the host's compiled-code cache makes every later load
 //! take milliseconds.
 
-use anyhow::{Context, Result};
 use std::path::Path;
 use std::process::Command;
 
-use super::{Recipe, pip_tool, run};
+use crate::build::Recipe;
+use crate::error::{Error, Result};
+use crate::process::{pip_tool, run};
 
 /// The pinned componentize-py from PyPI.
 pub(crate) const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
@@ -33,13 +34,13 @@ pub(crate) fn build(recipe: &Recipe) -> Result<()> {
             .arg(recipe.output),
         "componentize-py did not install; remove its folder in the tools folder and try again",
     );
-    match built {
-        Err(error) => match handler_class_problem(recipe.project) {
-            Some(problem) => Err(error).context(problem),
-            None => Err(error),
+    built.map_err(|error| match handler_class_problem(recipe.project) {
+        Some(problem) => Error::HandlerClass {
+            problem,
+            source: Box::new(error),
         },
-        ok => ok,
-    }
+        None => error,
+    })
 }
 
 /// What is wrong with app.py's handler class, if that is visible in its source: the class

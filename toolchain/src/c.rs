@@ -14,13 +14,16 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, Result, anyhow, bail};
 use wasi_preview1_component_adapter_provider::{
     WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME, WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
 };
 use wit_bindgen_core::Files;
 use wit_component::ComponentEncoder;
 use wit_parser::Resolve;
+
+use crate::error::{Error, IoContext, Result};
+use crate::files::write_if_changed;
+use crate::process::{describe, start_error};
 
 /// The command that installs everything this module needs on Debian and Ubuntu.
 const INSTALL_HINT: &str = "apt-get install clang lld wasi-libc libclang-rt-dev-wasm32";
@@ -34,8 +37,7 @@ const WORLD: &str = "handler";
 pub fn build(project: &Path, wit_dir: &Path, work: &Path, out: &Path) -> Result<()> {
     let toolchain = Toolchain::find()?;
     let sources = c_sources(project)?;
-    fs::create_dir_all(work)
-        .with_context(|| format!("cannot create the work folder {}", work.display()))?;
+    fs::create_dir_all(work).at("cannot create the work folder", work)?;
 
     let objects = generate_bindings(wit_dir, work)?;
 
@@ -50,41 +52,55 @@ pub fn build(project: &Path, wit_dir: &Path, work: &Path, out: &Path) -> Result<
         &core,
     ))?;
 
-    let module = fs::read(&core).with_context(|| format!("cannot read {}", core.display()))?;
+    let module = fs::read(&core).at("cannot read", &core)?;
     let component = ComponentEncoder::default()
         .validate(true)
         .module(&module)
-        .context("cannot read the handler world's type information in the compiled module")?
+        .map_err(component_error(
+            "read the handler world's type information in the compiled module",
+        ))?
         .adapter(
             WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
             WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
         )
-        .context("cannot use the WASI preview1 reactor adapter")?
+        .map_err(component_error("use the WASI preview1 reactor adapter"))?
         .encode()
-        .context("cannot turn the compiled module into a component")?;
+        .map_err(component_error("turn the compiled module into a component"))?;
 
-    super::write_if_changed(out, &component)
+    write_if_changed(out, &component)
+}
+
+/// Turns the WebAssembly tooling's error (with its causes) into [`Error::Component`].
+fn component_error<E: std::fmt::Display>(step: impl Into<String>) -> impl FnOnce(E) -> Error {
+    let step = step.into();
+    move |error| Error::Component {
+        step,
+        detail: format!("{error:#}"),
+    }
 }
 
 /// Writes the C bindings of the handler world into `work` and returns the files to link
 /// (the generated `.c` file and the object holding the world's component type).
 fn generate_bindings(wit_dir: &Path, work: &Path) -> Result<Vec<PathBuf>> {
     let mut resolve = Resolve::default();
-    let (package, _) = resolve
-        .push_dir(wit_dir)
-        .with_context(|| format!("cannot read the WIT files in {}", wit_dir.display()))?;
-    let world = resolve.select_world(&[package], Some(WORLD))?;
+    let (package, _) = resolve.push_dir(wit_dir).map_err(component_error(format!(
+        "read the WIT files in {}",
+        wit_dir.display()
+    )))?;
+    let world = resolve
+        .select_world(&[package], Some(WORLD))
+        .map_err(component_error("find the handler world in the WIT files"))?;
 
     let mut files = Files::default();
     wit_bindgen_c::Opts::default()
         .build()
         .generate(&mut resolve, world, &mut files)
-        .context("cannot generate the C bindings")?;
+        .map_err(component_error("generate the C bindings"))?;
 
     let mut link = Vec::new();
     for (name, contents) in files.iter() {
         let path = work.join(name);
-        fs::write(&path, contents).with_context(|| format!("cannot write {}", path.display()))?;
+        fs::write(&path, contents).at("cannot write", &path)?;
         if name.ends_with(".c") || name.ends_with(".o") {
             link.push(path);
         }
@@ -94,17 +110,20 @@ fn generate_bindings(wit_dir: &Path, work: &Path) -> Result<Vec<PathBuf>> {
 
 /// The project's C files, sorted so that builds are reproducible.
 fn c_sources(project: &Path) -> Result<Vec<PathBuf>> {
-    let entries = fs::read_dir(project)
-        .with_context(|| format!("cannot read the handler folder {}", project.display()))?;
+    let entries = fs::read_dir(project).at("cannot read the handler folder", project)?;
     let mut sources = Vec::new();
     for entry in entries {
-        let path = entry?.path();
+        let path = entry.at("cannot read the handler folder", project)?.path();
         if path.is_file() && path.extension().is_some_and(|ext| ext == "c") {
             sources.push(path);
         }
     }
     if sources.is_empty() {
-        bail!("{} holds no .c file", project.display());
+        return Err(Error::IncompleteProject {
+            dir: project.to_path_buf(),
+            problem: "holds no .c file; a C handler's sources are the *.c files in its folder"
+                .into(),
+        });
     }
     sources.sort();
     Ok(sources)
@@ -155,38 +174,53 @@ impl Toolchain {
     /// Checks that clang, wasm-ld, wasi-libc and the wasm32 builtins are installed.
     fn find() -> Result<Toolchain> {
         let clang = std::env::var_os("CLANG").unwrap_or_else(|| "clang".into());
-        let version = Command::new(&clang).arg("--version").output();
-        if !version.is_ok_and(|output| output.status.success()) {
-            bail!(
-                "cannot run `{}`: C handlers need clang with WebAssembly support; install it with `{INSTALL_HINT}`",
-                clang.to_string_lossy()
-            );
+        let mut version = Command::new(&clang);
+        version.arg("--version");
+        let hint = format!(
+            "C handlers need clang with WebAssembly support; install it with `{INSTALL_HINT}`"
+        );
+        let output = version
+            .output()
+            .map_err(|error| start_error(&version, error, &hint))?;
+        if !output.status.success() {
+            return Err(Error::IncompleteToolchain {
+                problem: format!("`{}` failed ({})", describe(&version), output.status),
+                fix: hint,
+            });
         }
 
         let sysroot = std::env::var_os("WASI_SYSROOT").map(PathBuf::from);
         let missing = missing_sysroot_files(sysroot.as_deref().unwrap_or(Path::new("/usr")));
         if !missing.is_empty() {
-            bail!(
-                "the WASI sysroot is incomplete ({} missing); install wasi-libc with `{INSTALL_HINT}`, \
-                 or set WASI_SYSROOT to a wasi-sdk sysroot",
-                missing
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+            return Err(Error::IncompleteToolchain {
+                problem: format!(
+                    "the WASI sysroot is incomplete ({} missing)",
+                    missing
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                fix: format!(
+                    "install wasi-libc with `{INSTALL_HINT}`, or set WASI_SYSROOT to a wasi-sdk sysroot"
+                ),
+            });
         }
 
         let toolchain = Toolchain { clang, sysroot };
         let builtins = toolchain.query(&["-print-libgcc-file-name"])?;
         if !Path::new(&builtins).is_file() {
-            bail!(
-                "the wasm32 compiler-rt builtins ({builtins}) are missing; install them with `{INSTALL_HINT}`"
-            );
+            return Err(Error::IncompleteToolchain {
+                problem: format!("the wasm32 compiler-rt builtins ({builtins}) are missing"),
+                fix: format!("install them with `{INSTALL_HINT}`"),
+            });
         }
         let linker = toolchain.query(&["-print-prog-name=wasm-ld"])?;
         if !Path::new(&linker).is_file() && !on_path(&linker) {
-            bail!("the WebAssembly linker wasm-ld is missing; install lld with `{INSTALL_HINT}`");
+            return Err(Error::IncompleteToolchain {
+                problem: "the WebAssembly linker wasm-ld is missing".into(),
+                fix: format!("install lld with `{INSTALL_HINT}`"),
+            });
         }
         Ok(toolchain)
     }
@@ -198,29 +232,34 @@ impl Toolchain {
         if let Some(root) = &self.sysroot {
             command.arg(flag_with_path("--sysroot=", root));
         }
-        let output = command.args(args).output()?;
+        command.args(args);
+        let output = command
+            .output()
+            .map_err(|error| start_error(&command, error, INSTALL_HINT))?;
         if !output.status.success() {
-            bail!(
-                "`clang {}` failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&output.stderr)
-            );
+            return Err(Error::CommandFailed {
+                command: describe(&command),
+                status: output.status,
+                output: String::from_utf8_lossy(&output.stderr).into_owned(),
+            });
         }
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
     }
 
     /// Runs clang with `args`; its diagnostics go into the error, or to stderr on success.
     fn compile(&self, args: &[OsString]) -> Result<()> {
-        let output = Command::new(&self.clang)
-            .args(args)
+        let mut command = Command::new(&self.clang);
+        command.args(args);
+        let output = command
             .output()
-            .with_context(|| format!("cannot run {}", self.clang.to_string_lossy()))?;
+            .map_err(|error| start_error(&command, error, INSTALL_HINT))?;
         let diagnostics = String::from_utf8_lossy(&output.stderr);
         if !output.status.success() {
-            return Err(anyhow!("{}", diagnostics.trim_end())).context(format!(
-                "clang failed ({}) compiling the C handler",
-                output.status
-            ));
+            return Err(Error::CompileFailed {
+                compiler: self.clang.to_string_lossy().into_owned(),
+                status: output.status,
+                diagnostics: diagnostics.into_owned(),
+            });
         }
         if !diagnostics.trim().is_empty() {
             eprint!("{diagnostics}");

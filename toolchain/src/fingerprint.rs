@@ -1,18 +1,18 @@
 //! Whether a handler project needs building again: a fingerprint of everything a build reads.
 //!
 //! The fingerprint is a SHA-256 over the project's source files (relative path and content, in
-//! path order), the handler WIT, the language, the pinned toolchain and this binary's version.
+//! path order), the handler WIT, the language, the pinned toolchain and the Spool version.
 //! Contents, not modification times: saving a file without changing it, a fresh checkout or a
 //! copy to another machine leave the fingerprint as it was, so the build is skipped and the
 //! component keeps its version (and every host its compiled code). Folders that are outputs or
 //! caches (`target/` and `node_modules/` at the top, `.git` and `__pycache__` anywhere) are
 //! not sources; the lock files that pin dependencies are.
 
-use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
-use super::{HANDLER_WIT, Language};
+use crate::error::{IoContext, Result};
+use crate::{HANDLER_WIT, Language};
 
 /// The fingerprint of a build of `project` in `language` with `toolchain` (the pinned tool it
 /// runs), as hex.
@@ -28,8 +28,8 @@ pub fn of_sources(project: &Path, language: Language, toolchain: &str) -> Result
         hash.update(part.as_bytes());
     }
     for relative in source_files(project)? {
-        let content = std::fs::read(project.join(&relative))
-            .with_context(|| format!("cannot read {}", project.join(&relative).display()))?;
+        let path = project.join(&relative);
+        let content = std::fs::read(&path).at("cannot read", &path)?;
         let name = relative.as_os_str().as_encoded_bytes();
         hash.update((name.len() as u64).to_le_bytes());
         hash.update(name);
@@ -45,13 +45,11 @@ fn source_files(project: &Path) -> Result<Vec<PathBuf>> {
     let mut pending = vec![PathBuf::new()];
     while let Some(relative) = pending.pop() {
         let dir = project.join(&relative);
-        for entry in
-            std::fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))?
-        {
-            let entry = entry?;
+        for entry in std::fs::read_dir(&dir).at("cannot read", &dir)? {
+            let entry = entry.at("cannot read", &dir)?;
             let name = entry.file_name();
             let path = relative.join(&name);
-            let file_type = entry.file_type()?;
+            let file_type = entry.file_type().at("cannot read", &project.join(&path))?;
             if file_type.is_dir() {
                 let top = relative.as_os_str().is_empty();
                 if top && (name == "target" || name == "node_modules")
