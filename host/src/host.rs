@@ -108,7 +108,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     let mut trusted = vec![
         Trusted::Folder {
             setting: "plugins",
-            path: &config.plugin_dir,
+            path: &config.plugins,
         },
         Trusted::Folder {
             setting: "cache_dir",
@@ -140,24 +140,24 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     let loader = Arc::new(PluginLoader {
         cache: Some(sandbox.artifact_cache(&config.cache_dir, cache_key)),
         sandbox: sandbox.clone(),
-        defaults: config.defaults.clone(),
-        folder: config.plugin_dir.clone(),
+        defaults: config.defaults(),
+        folder: config.plugins.clone(),
         grants,
-        max_bytes: config.max_plugin_bytes,
+        max_bytes: config.max_plugin_size,
         compile_slots: PluginLoader::compile_slots(),
     });
     // Watch first, then load: a change made while loading is seen and applied afterwards.
-    let watch = match FolderWatch::establish(&config.plugin_dir) {
+    let watch = match FolderWatch::establish(&config.plugins) {
         Ok(watch) => Some(watch),
         Err(error) => {
-            tracing::error!(folder = %config.plugin_dir.display(), "cannot watch the plugin folder ({error}); plugins change only on restart");
+            tracing::error!(folder = %config.plugins.display(), "cannot watch the plugin folder ({error}); plugins change only on restart");
             None
         }
     };
     let failures = loader.load_folder(&registry).await?;
     if registry.task_types().is_empty() {
         tracing::warn!(
-            folder = %config.plugin_dir.display(),
+            folder = %config.plugins.display(),
             failed = failures.len(),
             "no task types are loaded: add NAME.wasm handler components to the plugin folder"
         );
@@ -205,7 +205,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         registry: registry.clone(),
         updates: updates.clone(),
         wake: wake.clone(),
-        max_payload_bytes: config.max_payload_bytes,
+        max_payload_bytes: config.max_payload,
     });
     let dispatcher = Dispatcher {
         store: store.clone(),
@@ -221,7 +221,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         lease: config.lease,
         poll_interval: config.poll_interval,
         shutdown_grace: config.shutdown_grace,
-        max_result_bytes: config.max_result_bytes,
+        max_result_bytes: config.max_result,
         log_bytes: sandbox::output::DEFAULT_LOG_LIMIT,
         wake: wake.clone(),
         shutdown: shutdown.clone(),
@@ -236,7 +236,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         shutdown: shutdown.clone(),
     };
     let watcher = FolderWatcher {
-        folder: config.plugin_dir.clone(),
+        folder: config.plugins.clone(),
         loader,
         registry: registry.clone(),
         store: store.clone(),
@@ -285,7 +285,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     };
     // Retention: finished tasks move to the archive, on the leader (crate::worker::archiver).
     let archiver = config
-        .retention
+        .retention()
         .map(|retention| crate::worker::archiver::Archiver {
             store: store.clone(),
             retention,
@@ -299,7 +299,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         store: store.clone(),
         registry: registry.clone(),
         configured: config.schedules.clone(),
-        default_max_retry: config.defaults.max_retry,
+        default_max_retry: config.max_retry,
         leadership: leadership.clone(),
         wake: wake.clone(),
         board: schedule_board.clone(),

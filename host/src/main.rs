@@ -2,12 +2,13 @@
 //! HTTP API. Only argument parsing and printing live here.
 
 use anyhow::{Context, Result, bail};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::PathBuf;
 
 use spool::api::client::Client;
+use spool::config::origin::Origin;
 use spool::config::{Config, Settings};
 use spool::shutdown::os_signal;
 
@@ -282,7 +283,16 @@ struct IdArgs {
 }
 
 fn main() -> Result<()> {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches)
+        .map_err(|e| e.format(&mut Cli::command()))
+        .unwrap_or_else(|e| e.exit());
+    // Where each value came from, so a refused value is reported with its flag or variable.
+    match (&mut cli.command, matches.subcommand()) {
+        (Command::Serve(args), Some((_, matches))) => args.settings.note_command_line(matches),
+        (Command::Archive(args), Some((_, matches))) => args.note_command_line(matches),
+        _ => {}
+    }
     let command = match cli.command {
         // Building runs compilers as subprocesses; it needs no async runtime or log setup.
         Command::Plugin(command) => return plugin(command),
@@ -1028,6 +1038,26 @@ struct ArchiveArgs {
     /// Database URL [default: the config's, else sqlite://spool.db]
     #[arg(long, env = "SPOOL_DATABASE_URL")]
     database_url: Option<String>,
+    /// Where the flags above that stand for settings came from.
+    #[arg(skip)]
+    origins: spool::config::origin::Origins,
+}
+
+impl ArchiveArgs {
+    /// Records which settings' values came from flags (and which from a variable).
+    fn note_command_line(&mut self, matches: &clap::ArgMatches) {
+        for (setting, id, env) in [
+            ("database_url", "database_url", "SPOOL_DATABASE_URL"),
+            ("archive_after", "older_than", ""),
+            ("dead_letter_retention", "dead_letters_older_than", ""),
+            ("archive_retention", "purge_older_than", ""),
+        ] {
+            let flag = format!("--{}", id.replace('_', "-"));
+            if let Some(origin) = Origin::in_matches(matches, id, &flag, env) {
+                self.origins.set(setting, origin);
+            }
+        }
+    }
 }
 
 /// `spool archive`: one pass of the archiver (or a dry run), straight against the database, so
@@ -1038,18 +1068,19 @@ async fn archive(args: ArchiveArgs) -> Result<()> {
         Some(path) => Settings::from_file(path, true)?,
         None => Settings::from_file(std::path::Path::new("spool.toml"), false)?,
     };
-    let flags = Settings {
+    let mut flags = Settings {
         database_url: args.database_url.clone(),
         archive_after: args.older_than,
         dead_letter_retention: args.dead_letters_older_than,
         archive_retention: args.purge_older_than,
         ..Settings::default()
     };
+    flags.origins = args.origins.clone();
     let mut settings = flags.or(file);
     // Asked for by hand: runs even where the hosts' own archiving is turned off.
     settings.archive = None;
     let config = Config::from_settings(settings)?;
-    let retention = config.retention.expect("archiving is on");
+    let retention = config.retention().expect("archiving is on");
     if let Some(file) = config.sqlite_file()
         && !file.exists()
     {

@@ -121,7 +121,10 @@ fn a_read_token_without_an_api_token_is_refused_at_start() {
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("read_token needs api_token"), "{stderr}");
+    assert!(
+        stderr.contains("setting `read_token` (--read-token): needs api_token"),
+        "{stderr}"
+    );
 }
 
 #[test]

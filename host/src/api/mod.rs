@@ -169,7 +169,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             .chain(["/openapi.json"]),
     ));
     let spec = Arc::new(spec::describe(&state.config, base));
-    let body_limit = state.config.max_body_bytes;
+    let body_limit = state.config.max_body;
     let host_policy = Arc::new(guard::HostPolicy::new(&state.config));
     routes
         .merge(dashboard::routes())

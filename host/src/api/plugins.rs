@@ -170,7 +170,7 @@ pub async fn list_plugins(
         entry(&mut unloaded, task_type, &pending).loading_since = Some(*since);
     }
     Ok(Json(PluginsView {
-        folder: state.config.plugin_dir.display().to_string(),
+        folder: state.config.plugins.display().to_string(),
         grants_root: state.config.grants_root.display().to_string(),
         plugins,
         unloaded: unloaded.into_values().collect(),

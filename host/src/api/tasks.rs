@@ -525,8 +525,7 @@ fn new_task(
         run_at,
         idempotency_key: request.idempotency_key,
     };
-    prepare(request, &state.registry, state.config.max_payload_bytes).map_err(|reason| match reason
-    {
+    prepare(request, &state.registry, state.config.max_payload).map_err(|reason| match reason {
         RejectReason::UnknownTaskType {
             ref task_type,
             ref known,
@@ -727,8 +726,8 @@ pub async fn list_tasks(
     }
     // Rows are read a few at a time, as many as fit READ_BYTES if each were as large as this
     // host lets a row grow, and the page stops at PAGE_BYTES.
-    let largest_row = state.config.max_payload_bytes
-        + state.config.max_result_bytes
+    let largest_row = state.config.max_payload
+        + state.config.max_result
         + crate::sandbox::output::DEFAULT_LOG_LIMIT
         + ROW_EXTRA_BYTES;
     let per_read = (READ_BYTES / largest_row).clamp(1, limit);
