@@ -113,7 +113,7 @@ impl Dispatcher {
         let mut running = JoinSet::new();
         let mut pause = RetryPause::new();
         let mut ready: VecDeque<Ready> = VecDeque::new();
-        let mut depth = Depth::new(Instant::now());
+        let mut depth = Depth::new(Instant::now(), this.concurrency);
         let mut claiming: Option<ClaimInFlight> = None;
         // The last claim came back full: more tasks are due than were asked for.
         let mut backlog = false;

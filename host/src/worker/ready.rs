@@ -24,6 +24,12 @@ pub const HORIZON: Duration = Duration::from_millis(20);
 pub const MAX_AHEAD: usize = 200;
 /// How often the start rate is re-estimated.
 const WINDOW: Duration = Duration::from_millis(25);
+/// A window ends early once this many slots' worth of attempts started in it (and at least
+/// [`EARLY_AFTER`] passed), so a host that starts draining a backlog of short tasks learns its
+/// rate within a few milliseconds instead of a whole window. The first claim fills every slot
+/// at once, so fewer starts than twice the slots say nothing about the rate.
+const EARLY_SLOTS: usize = 2;
+const EARLY_AFTER: Duration = Duration::from_millis(1);
 /// Weight of the newest window in the start rate.
 const SMOOTHING: f64 = 0.3;
 
@@ -34,14 +40,18 @@ pub struct Depth {
     rate: f64,
     window_start: Instant,
     started_in_window: u64,
+    /// Starts that end a window early (twice the slots).
+    early_starts: u64,
 }
 
 impl Depth {
-    pub fn new(now: Instant) -> Self {
+    /// A host with `slots` attempts at once, starting now.
+    pub fn new(now: Instant, slots: usize) -> Self {
         Depth {
             rate: 0.0,
             window_start: now,
             started_in_window: 0,
+            early_starts: (EARLY_SLOTS * slots.max(1)) as u64,
         }
     }
 
@@ -55,7 +65,8 @@ impl Depth {
     /// ahead. Before any rate is known, `bootstrap` (half the slots) gets the rate measured.
     pub fn target(&mut self, now: Instant, backlog: bool, bootstrap: usize) -> usize {
         let elapsed = now.saturating_duration_since(self.window_start);
-        if elapsed >= WINDOW {
+        let early = self.started_in_window >= self.early_starts && elapsed >= EARLY_AFTER;
+        if elapsed >= WINDOW || early {
             let measured = self.started_in_window as f64 / elapsed.as_secs_f64();
             self.rate = if self.rate == 0.0 {
                 measured
@@ -81,7 +92,7 @@ mod tests {
 
     fn run_at(rate_per_sec: u64, windows: u32) -> (Depth, Instant) {
         let start = Instant::now();
-        let mut depth = Depth::new(start);
+        let mut depth = Depth::new(start, 16);
         let mut now = start;
         for _ in 0..windows {
             now += WINDOW;
@@ -100,7 +111,7 @@ mod tests {
     #[test]
     fn before_a_rate_is_known_half_the_slots_are_claimed_ahead() {
         let now = Instant::now();
-        assert_eq!(Depth::new(now).target(now, true, 8), 8);
+        assert_eq!(Depth::new(now, 16).target(now, true, 8), 8);
     }
 
     #[test]
@@ -110,6 +121,22 @@ mod tests {
         assert_eq!(depth.target(now, true, 8), 80);
         let (mut depth, now) = run_at(100_000, 20);
         assert_eq!(depth.target(now, true, 8), MAX_AHEAD);
+    }
+
+    #[test]
+    fn a_fast_start_is_measured_before_the_window_ends() {
+        let start = Instant::now();
+        let mut depth = Depth::new(start, 16);
+        // The first claim fills the 16 slots at once: no rate yet.
+        depth.started(16);
+        assert_eq!(depth.target(start + Duration::from_millis(2), true, 8), 8);
+        // 32 more within 2 ms: 16,000 a second, known long before 25 ms.
+        let mut depth = Depth::new(start, 16);
+        depth.started(32);
+        assert_eq!(
+            depth.target(start + Duration::from_millis(2), true, 8),
+            MAX_AHEAD
+        );
     }
 
     #[test]
