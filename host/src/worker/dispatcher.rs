@@ -25,6 +25,7 @@ use chrono::Utc;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -102,13 +103,32 @@ struct Claimed {
 
 type ClaimInFlight = Pin<Box<dyn Future<Output = Claimed> + Send>>;
 
+/// Attempts ending: a signal for the loop, and how many ended so far (for the ready queue's
+/// depth).
+#[derive(Default)]
+struct Ended {
+    signal: Notify,
+    count: AtomicU64,
+}
+
+impl Ended {
+    fn note(&self) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.signal.notify_one();
+    }
+
+    fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+}
+
 impl Dispatcher {
     /// Claims and runs tasks until shutdown, then drains: running tasks get the grace period
     /// (or until an immediate shutdown) to finish; the rest are returned to pending.
     pub async fn run(self) {
         let this = Arc::new(self);
         let slots = Arc::new(Semaphore::new(this.concurrency));
-        let finished = Arc::new(Notify::new());
+        let finished = Arc::new(Ended::default());
         let rates = Arc::new(Mutex::new(RateLimits::default()));
         let mut running = JoinSet::new();
         let mut pause = RetryPause::new();
@@ -124,13 +144,13 @@ impl Dispatcher {
 
         while this.shutdown.stage() == Stage::Running {
             while running.try_join_next().is_some() {}
-            let started = this.start_ready(&mut ready, &slots, &mut running, &finished);
-            depth.started(started);
+            this.start_ready(&mut ready, &slots, &mut running, &finished);
 
             if claiming.is_none() && idle_for.is_none() && retry_at.is_none() {
                 let free = slots.available_permits();
                 let waiting = ready.len();
-                let ahead = depth.target(Instant::now(), backlog, this.concurrency / 2);
+                depth.finished(finished.count());
+                let ahead = depth.target(Instant::now(), backlog);
                 // Slots not spoken for by the queue can take limited types too; the rest of
                 // the claim is ahead of the slots, for unlimited types only.
                 let for_slots = free.saturating_sub(waiting);
@@ -174,7 +194,7 @@ impl Dispatcher {
                 // and ends the idle wait that a short claim begins, so an enqueue committed
                 // after that claim's snapshot is never left for the poll interval.
                 _ = this.wake.notified(), if retry_at.is_none() && claiming.is_none() => idle_for = None,
-                _ = finished.notified(), if retry_at.is_none() && claiming.is_none() && ready.is_empty() => idle_for = None,
+                _ = finished.signal.notified(), if retry_at.is_none() && claiming.is_none() && ready.is_empty() => idle_for = None,
                 _ = async { tokio::time::sleep(idle_for.expect("guarded")).await }, if idle_for.is_some() && retry_at.is_none() => {
                     idle_for = None;
                 }
@@ -194,7 +214,7 @@ impl Dispatcher {
         ready: &mut VecDeque<Ready>,
         slots: &Arc<Semaphore>,
         running: &mut JoinSet<()>,
-        finished: &Arc<Notify>,
+        finished: &Arc<Ended>,
     ) -> usize {
         let mut started = 0;
         let mut hand_back = Vec::new();
@@ -373,7 +393,7 @@ impl Dispatcher {
         plugin: Arc<Plugin>,
         cancelled: Arc<Notify>,
         permit: OwnedSemaphorePermit,
-        finished: Arc<Notify>,
+        finished: Arc<Ended>,
     ) {
         let attempt_id = AttemptId::of(&task);
         // Unregisters the attempt however this function ends, a panic included.
@@ -414,7 +434,7 @@ impl Dispatcher {
                 crate::instruments::attempt_cancelled(&task.task_type);
                 in_flight.finish();
                 drop(permit);
-                finished.notify_one();
+                finished.note();
                 return;
             }
         };
@@ -478,7 +498,7 @@ impl Dispatcher {
             );
         }
         drop(permit);
-        finished.notify_one();
+        finished.note();
     }
 
     /// Waits for running attempts within the grace period, then stops the rest and returns
