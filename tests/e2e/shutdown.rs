@@ -67,6 +67,45 @@ fn second_signal_stops_at_once_and_loses_nothing() {
     assert_eq!(reader.task(id)["status"], "pending");
 }
 
+#[test]
+fn tasks_claimed_ahead_go_back_to_pending_at_shutdown() {
+    // A backlog of short tasks: the host claims ahead of its slots (worker/ready.rs), so at any
+    // moment of the drain some tasks are leased to it without running yet.
+    let ws = Workspace::with_plugins(&["noop"]);
+    let mut host = ws.start(&["--concurrency", "2"]);
+    let total = 20_000;
+    for _ in 0..total / 1000 {
+        let tasks: Vec<_> = (0..1000)
+            .map(|n| json!({"task_type": "noop", "payload": {"n": n}}))
+            .collect();
+        let (status, body) = host.post("/tasks/batch", &json!({"tasks": tasks}));
+        assert_eq!(status, 201, "{body}");
+    }
+    host.eventually("part of the backlog done", || {
+        let (_, health) = host.get("/health");
+        (health["counts"]["done"].as_u64().unwrap_or(0) >= 500).then_some(())
+    });
+    host.signal("TERM");
+    assert!(host.wait_exit(WAIT), "clean exit:\n{}", host.log());
+    std::fs::remove_file(ws.plugin_dir().join("noop.wasm")).unwrap();
+    let reader = ws.start(&[]);
+    let (_, health) = reader.get("/health");
+    let counts = &health["counts"];
+    let (done, pending) = (
+        counts["done"].as_u64().unwrap(),
+        counts["pending"].as_u64().unwrap(),
+    );
+    assert!(
+        pending > 0,
+        "the drain should still have been under way: {health:#}"
+    );
+    assert_eq!(
+        counts["running"], 0,
+        "nothing stays leased to a stopped host: {health:#}"
+    );
+    assert_eq!(done + pending, total, "{health:#}");
+}
+
 /// A host on the same database with the sleepy plugin renamed away, so it serves reads only.
 fn ws_reader(ws: &Workspace) -> crate::util::Host {
     std::fs::remove_file(ws.plugin_dir().join("sleepy.wasm")).unwrap();
