@@ -53,6 +53,8 @@ mod common;
 mod database;
 #[path = "throughput/finish.rs"]
 mod finish;
+#[path = "throughput/http.rs"]
+mod http;
 #[path = "throughput/idle.rs"]
 mod idle;
 
@@ -544,25 +546,9 @@ async fn pickup_across_hosts(server: &Server, n: usize) -> Pickups {
     .await;
     let client = reqwest::Client::new();
     let api = format!("http://{}", a.addr);
-    let busy: Value = client
-        .post(format!("{api}/tasks"))
-        .json(&json!({"task_type": "sleepy", "payload": {"ms": 3_000_000}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let busy = busy["id"].as_i64().unwrap();
+    let busy = http::enqueue(&client, &api, "sleepy", json!({"ms": 3_000_000})).await;
     loop {
-        let task: Value = client
-            .get(format!("{api}/tasks/{busy}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let task = http::get_json(&client, &format!("{api}/tasks/{busy}")).await;
         if task["status"] == "running" {
             break;
         }
@@ -581,16 +567,7 @@ async fn pickup_across_hosts(server: &Server, n: usize) -> Pickups {
         };
         tokio::time::sleep(idle).await;
         let sent = (Utc::now(), Instant::now());
-        let task: Value = client
-            .post(format!("{api}/tasks"))
-            .json(&json!({"task_type": "noop", "payload": {"i": i}}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let id = task["id"].as_i64().unwrap();
+        let id = http::enqueue(&client, &api, "noop", json!({"i": i})).await;
         pickups.follow(&sql, id, sent, &versions).await;
     }
     sql.close().await;
@@ -704,14 +681,7 @@ async fn memory_in_flight(server: &Server, n: usize) -> (u64, u64) {
     let health = format!("http://{}/health", host.addr);
     let mut peak = before;
     loop {
-        let body: Value = client
-            .get(&health)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let body = http::get_json(&client, &health).await;
         peak = peak.max(rss_kib());
         if body["counts"]["running"].as_u64() == Some(n as u64) {
             tokio::time::sleep(Duration::from_millis(200)).await;

@@ -12,7 +12,7 @@
 //! production host that has finished attempts of a type also estimates each new task's
 //! completion from them when it answers an enqueue.
 
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::Duration;
 
 use crate::database::Direct;
@@ -56,23 +56,7 @@ pub async fn until_drained(sql: &Direct, target: u64) {
 /// Enqueues one task of `task_type` through the host at `base` and waits (long-poll) until it
 /// is done.
 pub async fn warm_up(client: &reqwest::Client, base: &str, task_type: &str) {
-    let task: Value = client
-        .post(format!("{base}/tasks"))
-        .json(&json!({"task_type": task_type, "payload": {"warm_up": true}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = task["id"].as_i64().expect("an enqueued task's id");
-    let done: Value = client
-        .get(format!("{base}/tasks/{id}?wait=30s"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let id = crate::http::enqueue(client, base, task_type, json!({"warm_up": true})).await;
+    let done = crate::http::wait_done(client, base, id).await;
     assert_eq!(done["status"], "done", "the warm-up task succeeds: {done}");
 }

@@ -47,24 +47,8 @@ pub async fn pickup(server: &Server, n: usize) -> Pickup {
     for i in 0..n {
         tokio::time::sleep(Duration::from_millis(20)).await; // idle between tasks
         let (sent_us, sent) = (now_us(), Instant::now());
-        let task: Value = client
-            .post(format!("{base}/tasks"))
-            .json(&json!({"task_type": "clock", "payload": {"i": i}}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let id = task["id"].as_i64().unwrap();
-        let done: Value = client
-            .get(format!("{base}/tasks/{id}?wait=30s"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let id = crate::http::enqueue(&client, &base, "clock", json!({"i": i})).await;
+        let done = crate::http::wait_done(&client, &base, id).await;
         result
             .to_done
             .record(sent.elapsed().as_micros() as u64)
