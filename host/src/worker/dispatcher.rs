@@ -252,7 +252,7 @@ impl Dispatcher {
             // Their leases expire and the rescuer returns them; nothing is lost.
             tracing::warn!(
                 tasks = attempts.len(),
-                "handing back tasks of a type paused or removed meanwhile failed: {error}"
+                "handing back tasks of a type paused or removed since the claim failed: {error}"
             );
         }
     }
@@ -369,19 +369,11 @@ impl Dispatcher {
                     Instant::now(),
                 );
             }
-            let mut orphans = Vec::new();
-            for task in tasks {
-                if self.registry.get(&task.task_type).is_some() {
-                    let cancelled = self.in_flight.start(AttemptId::of(&task), &task.task_type);
-                    claimed.push(Ready { task, cancelled });
-                } else {
-                    // Unregistered between planning and claiming: hand it back untouched.
-                    orphans.push(AttemptId::of(&task));
-                }
-            }
-            if !orphans.is_empty() {
-                self.hand_back(&orphans).await;
-            }
+            // A type unregistered meanwhile is handed back when its task reaches a slot.
+            claimed.extend(tasks.into_iter().map(|task| Ready {
+                cancelled: self.in_flight.start(AttemptId::of(&task), &task.task_type),
+                task,
+            }));
         }
         (claimed, asked, None)
     }
