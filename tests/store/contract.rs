@@ -213,6 +213,52 @@ pub async fn concurrent_claims_never_share_a_task(fixture: &Fixture) {
     assert_eq!(fixture.store.counts().await.unwrap().running, total as u64);
 }
 
+/// Many callers on one store at once (the dispatcher's claims and the completer's batches
+/// meet like this): each task is claimed once, each completion applies once.
+pub async fn claims_and_completions_from_many_callers_on_one_store(fixture: &Fixture) {
+    let now = Utc::now();
+    let total = 400;
+    let tasks: Vec<NewTask> = (0..total).map(|_| task("a", 0, now)).collect();
+    fixture.store.enqueue(tasks).await.unwrap();
+    let mut callers = Vec::new();
+    for caller in 0..8 {
+        let store = fixture.store.clone();
+        callers.push(tokio::spawn(async move {
+            let owner = format!("caller-{caller}");
+            let (mut claimed, mut completed) = (Vec::new(), 0);
+            loop {
+                let batch = store
+                    .claim(&claim_by(&owner, &["a"], 7, Utc::now()))
+                    .await
+                    .unwrap();
+                if batch.is_empty() {
+                    break;
+                }
+                let completions: Vec<Completion> = batch.iter().map(|t| done(t, &owner)).collect();
+                completed += store.complete(&completions).await.unwrap();
+                claimed.extend(batch.iter().map(|t| t.id));
+            }
+            (claimed, completed)
+        }));
+    }
+    let (mut all, mut completed) = (Vec::new(), 0);
+    for caller in callers {
+        let (claimed, applied) = caller.await.unwrap();
+        all.extend(claimed);
+        completed += applied;
+    }
+    let claimed = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(
+        (claimed, all.len()),
+        (total, total),
+        "every task claimed once"
+    );
+    assert_eq!(completed, total as u64, "every completion applied once");
+    assert_eq!(fixture.store.counts().await.unwrap().done, total as u64);
+}
+
 pub async fn completion_only_applies_to_the_current_claim(fixture: &Fixture) {
     let now = Utc::now();
     fixture

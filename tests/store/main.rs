@@ -109,6 +109,7 @@ on_every_backend!(
     claims_by_priority_then_due_time_then_id,
     claims_only_the_types_asked_for_and_only_due_tasks,
     concurrent_claims_never_share_a_task,
+    claims_and_completions_from_many_callers_on_one_store,
     completion_only_applies_to_the_current_claim,
     a_late_result_never_lands_on_a_newer_claim,
     rescue_counts_the_attempt_and_fails_when_none_are_left,

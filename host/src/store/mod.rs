@@ -32,7 +32,7 @@ pub type SharedStore = Arc<dyn Store>;
 
 /// Errors from the store. Driver errors are translated here: nothing outside this module sees
 /// a driver type, and [`StoreError::is_transient`] tells callers whether waiting may help.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// No task has this id.
     #[error("task {0} does not exist")]

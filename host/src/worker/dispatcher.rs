@@ -11,6 +11,11 @@
 //! limit allows the next start, or the poll interval passes (which covers other hosts'
 //! enqueues and scheduled tasks).
 //!
+//! A slot that finishes an attempt takes the next task from the ready queue itself and runs it
+//! on the sandbox runtime, so under a backlog tasks follow each other without a hop through the
+//! dispatcher's loop; the loop wakes when the queue runs low, to claim again, or when a slot
+//! goes idle.
+//!
 //! A task in the ready queue is leased to this host and registered in flight like a running
 //! one: the lease keeper keeps its lease, a cancel reaches it, and shutdown hands it back. It
 //! starts on the plugin version registered when it starts; if its type was paused or removed
@@ -22,7 +27,6 @@
 //! cannot starve the HTTP API on the main runtime.
 
 use chrono::Utc;
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,7 +39,7 @@ use super::RetryPause;
 use super::completer::{Update, UpdateSender};
 use super::in_flight::{InFlight, InFlightGuard};
 use super::rate::RateLimits;
-use super::ready::Depth;
+use super::ready::{Depth, Ready, ReadyQueue};
 use crate::plugins::{Plugin, Registry};
 use crate::sandbox::{RunLimits, Sandbox, TaskInfo, TaskServices};
 use crate::shutdown::{Shutdown, Stage};
@@ -84,12 +88,6 @@ struct ClaimPlan {
     rate: Option<f64>,
 }
 
-/// A task claimed and leased here, waiting for a slot.
-struct Ready {
-    task: Task,
-    cancelled: Arc<Notify>,
-}
-
 /// What one round of claim statements brought back.
 struct Claimed {
     tasks: Vec<Ready>,
@@ -103,8 +101,8 @@ struct Claimed {
 
 type ClaimInFlight = Pin<Box<dyn Future<Output = Claimed> + Send>>;
 
-/// Attempts ending: a signal for the loop, and how many ended so far (for the ready queue's
-/// depth).
+/// Attempts ending: how many ended so far (for the ready queue's depth), and a signal for the
+/// loop when a slot goes idle.
 #[derive(Default)]
 struct Ended {
     signal: Notify,
@@ -112,8 +110,14 @@ struct Ended {
 }
 
 impl Ended {
-    fn note(&self) {
+    /// An attempt ended and its slot goes on with the next ready task.
+    fn counted(&self) {
         self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An attempt ended and its slot is free.
+    fn slot_freed(&self) {
+        self.counted();
         self.signal.notify_one();
     }
 
@@ -132,7 +136,7 @@ impl Dispatcher {
         let rates = Arc::new(Mutex::new(RateLimits::default()));
         let mut running = JoinSet::new();
         let mut pause = RetryPause::new();
-        let mut ready: VecDeque<Ready> = VecDeque::new();
+        let ready = Arc::new(ReadyQueue::default());
         let mut depth = Depth::new(Instant::now(), this.concurrency);
         let mut claiming: Option<ClaimInFlight> = None;
         // The last claim came back full: more tasks are due than were asked for.
@@ -144,18 +148,20 @@ impl Dispatcher {
 
         while this.shutdown.stage() == Stage::Running {
             while running.try_join_next().is_some() {}
-            this.start_ready(&mut ready, &slots, &mut running, &finished);
+            this.start_ready(&ready, &slots, &mut running, &finished);
 
             if claiming.is_none() && idle_for.is_none() && retry_at.is_none() {
                 let free = slots.available_permits();
                 let waiting = ready.len();
                 depth.finished(finished.count());
                 let ahead = depth.target(Instant::now(), backlog);
+                // What `low` below means, for the slots to signal.
+                ready.set_low_mark(ahead * 3 / 4);
                 // Slots not spoken for by the queue can take limited types too; the rest of
                 // the claim is ahead of the slots, for unlimited types only.
                 let for_slots = free.saturating_sub(waiting);
                 let more_ahead = ahead.saturating_sub(waiting.saturating_sub(free));
-                let low = waiting == 0 || waiting * 2 <= ahead;
+                let low = waiting == 0 || waiting * 4 <= ahead * 3;
                 if low && for_slots + more_ahead > 0 {
                     claiming = Some(Box::pin(this.clone().claim_round(
                         for_slots,
@@ -165,6 +171,7 @@ impl Dispatcher {
                 }
             }
 
+            let waiting = !ready.is_empty();
             tokio::select! {
                 biased;
                 _ = this.shutdown.reached(Stage::Graceful) => break,
@@ -186,7 +193,7 @@ impl Dispatcher {
                         idle_for = Some(rate_wait.map_or(this.poll_interval, |w| w.min(this.poll_interval)));
                     }
                 }
-                permit = slots.clone().acquire_owned(), if !ready.is_empty() => drop(permit),
+                permit = slots.clone().acquire_owned(), if waiting => drop(permit),
                 _ = async { tokio::time::sleep_until(retry_at.expect("guarded")).await }, if retry_at.is_some() => {
                     retry_at = None;
                 }
@@ -194,7 +201,8 @@ impl Dispatcher {
                 // and ends the idle wait that a short claim begins, so an enqueue committed
                 // after that claim's snapshot is never left for the poll interval.
                 _ = this.wake.notified(), if retry_at.is_none() && claiming.is_none() => idle_for = None,
-                _ = finished.signal.notified(), if retry_at.is_none() && claiming.is_none() && ready.is_empty() => idle_for = None,
+                _ = finished.signal.notified(), if retry_at.is_none() && claiming.is_none() && !waiting => idle_for = None,
+                _ = ready.low(), if claiming.is_none() && idle_for.is_none() && retry_at.is_none() => {}
                 _ = async { tokio::time::sleep(idle_for.expect("guarded")).await }, if idle_for.is_some() && retry_at.is_none() => {
                     idle_for = None;
                 }
@@ -207,34 +215,45 @@ impl Dispatcher {
         this.drain(running).await;
     }
 
-    /// Starts queued tasks in the free slots; returns how many started. A task whose type was
-    /// paused or removed since it was claimed is handed back to the queue instead.
+    /// Starts queued tasks in the free slots; returns how many slots started. A task whose type
+    /// was paused or removed since it was claimed is handed back to the queue instead.
     fn start_ready(
         self: &Arc<Self>,
-        ready: &mut VecDeque<Ready>,
+        ready: &Arc<ReadyQueue>,
         slots: &Arc<Semaphore>,
         running: &mut JoinSet<()>,
         finished: &Arc<Ended>,
     ) -> usize {
         let mut started = 0;
-        let mut hand_back = Vec::new();
         while !ready.is_empty() {
             let Ok(permit) = slots.clone().try_acquire_owned() else {
                 break;
             };
-            let Ready { task, cancelled } = ready.pop_front().expect("not empty");
-            let plugin = match self.registry.get(&task.task_type) {
-                Some(plugin) if !self.paused.contains(&task.task_type) => plugin,
-                _ => {
-                    hand_back.push(AttemptId::of(&task));
-                    continue;
-                }
+            let Some(first) = self.next_runnable(ready) else {
+                break;
             };
-            let attempt = self
+            let slot = self
                 .clone()
-                .attempt(task, plugin, cancelled, permit, finished.clone());
-            running.spawn_on(attempt, &self.runtime);
+                .slot(first, permit, ready.clone(), finished.clone());
+            running.spawn_on(slot, &self.runtime);
             started += 1;
+        }
+        started
+    }
+
+    /// Takes the next queued task whose type is still registered and not paused, with its
+    /// plugin; the ones before it that are not are handed back.
+    fn next_runnable(self: &Arc<Self>, ready: &ReadyQueue) -> Option<(Ready, Arc<Plugin>)> {
+        let mut hand_back = Vec::new();
+        let mut next = None;
+        while let Some(task) = ready.pop() {
+            match self.registry.get(&task.task.task_type) {
+                Some(plugin) if !self.paused.contains(&task.task.task_type) => {
+                    next = Some((task, plugin));
+                    break;
+                }
+                _ => hand_back.push(AttemptId::of(&task.task)),
+            }
         }
         if !hand_back.is_empty() {
             for attempt in &hand_back {
@@ -243,7 +262,32 @@ impl Dispatcher {
             let this = self.clone();
             tokio::spawn(async move { this.hand_back(&hand_back).await });
         }
-        started
+        next
+    }
+
+    /// One slot at work: runs `first`, then the next ready task, until the queue is empty or
+    /// the host stops; the slot is free again when this returns.
+    async fn slot(
+        self: Arc<Self>,
+        first: (Ready, Arc<Plugin>),
+        permit: OwnedSemaphorePermit,
+        ready: Arc<ReadyQueue>,
+        finished: Arc<Ended>,
+    ) {
+        let mut next = Some(first);
+        while let Some((Ready { task, cancelled }, plugin)) = next {
+            self.clone().attempt(task, plugin, cancelled).await;
+            next = if self.shutdown.stage() == Stage::Running {
+                self.next_runnable(&ready)
+            } else {
+                None
+            };
+            if next.is_some() {
+                finished.counted();
+            }
+        }
+        drop(permit);
+        finished.slot_freed();
     }
 
     /// Returns claimed tasks that will not run here to pending, untouched.
@@ -379,14 +423,7 @@ impl Dispatcher {
     }
 
     /// Runs one attempt and hands its outcome to the completer.
-    async fn attempt(
-        self: Arc<Self>,
-        task: Task,
-        plugin: Arc<Plugin>,
-        cancelled: Arc<Notify>,
-        permit: OwnedSemaphorePermit,
-        finished: Arc<Ended>,
-    ) {
+    async fn attempt(self: Arc<Self>, task: Task, plugin: Arc<Plugin>, cancelled: Arc<Notify>) {
         let attempt_id = AttemptId::of(&task);
         // Unregisters the attempt however this function ends, a panic included.
         let in_flight = InFlightGuard::new(self.in_flight.clone(), attempt_id);
@@ -425,8 +462,6 @@ impl Dispatcher {
                 tracing::info!(task_id = task.id, task_type = %task.task_type, "running attempt interrupted: the task was cancelled");
                 crate::instruments::attempt_cancelled(&task.task_type);
                 in_flight.finish();
-                drop(permit);
-                finished.note();
                 return;
             }
         };
@@ -489,8 +524,6 @@ impl Dispatcher {
                 "the completer stopped before this attempt could be recorded; the task will be rescued"
             );
         }
-        drop(permit);
-        finished.note();
     }
 
     /// Waits for running attempts within the grace period, then stops the rest and returns

@@ -15,11 +15,11 @@ use sqlx::SqliteConnection;
 use super::SqliteStore;
 use crate::store::encoding::{LEASE_EXPIRED, millis};
 use crate::store::history::{AttemptHistory, AttemptRecord, Outcome, record_from_row, trim_up_to};
-use crate::store::{AttemptId, Completion, StoreError};
+use crate::store::{AttemptId, StoreError};
 use crate::task::TaskId;
 
 /// The columns every insert below fills, in this order.
-const COLUMNS: &str = "INSERT INTO async_task_attempt \
+pub(super) const COLUMNS: &str = "INSERT INTO async_task_attempt \
      (task_id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log) ";
 
 /// One stored record: attempt, host, plugin_version, started_at, finished_at, outcome, error, log.
@@ -54,48 +54,6 @@ impl AttemptHistory for SqliteStore {
             )
             .collect()
     }
-}
-
-/// Records the attempts of a completion batch that will apply: those whose task is still
-/// running under the completion's owner and claim. Run before the batch's update.
-pub(super) async fn record_completions(
-    conn: &mut SqliteConnection,
-    completions: &[Completion],
-) -> Result<(), StoreError> {
-    // Only what the record needs: the result (often the largest text) stays out.
-    let batch: Vec<serde_json::Value> = completions
-        .iter()
-        .map(|c| {
-            json!({
-                "id": c.id,
-                "owner": c.owner,
-                "attempt": c.attempt,
-                "outcome": c.outcome.code(),
-                "error": c.transition.error,
-                "plugin_version": c.plugin_version,
-                "log": c.log,
-                "now": millis(c.finished_at),
-            })
-        })
-        .collect();
-    sqlx::query(&format!(
-        "WITH batch AS MATERIALIZED (SELECT jsonb(value) AS v FROM json_each(?1)) \
-         {COLUMNS} \
-         SELECT t.id, t.attempts, c.owner, c.plugin_version, t.attempted_at, c.now, c.outcome, c.error, c.log \
-         FROM (SELECT v ->> '$.id' AS id, v ->> '$.owner' AS owner, \
-                      v ->> '$.attempt' AS attempt, v ->> '$.outcome' AS outcome, \
-                      v ->> '$.error' AS error, v ->> '$.plugin_version' AS plugin_version, \
-                      v ->> '$.log' AS log, v ->> '$.now' AS now \
-               FROM batch) AS c \
-         CROSS JOIN async_task AS t NOT INDEXED ON t.id = c.id \
-         WHERE t.status = 1 AND t.lease_owner = c.owner AND t.attempts = c.attempt \
-         ON CONFLICT DO NOTHING"
-    ))
-    .bind(serde_json::Value::Array(batch).to_string())
-    .execute(&mut *conn)
-    .await?;
-    let ended: Vec<(TaskId, u32)> = completions.iter().map(|c| (c.id, c.attempt)).collect();
-    trim(conn, &ended).await
 }
 
 /// Records [`Outcome::Rescued`] for every running task whose lease expired before `now`. Run
@@ -169,6 +127,10 @@ pub(super) async fn record_releases(
     trim(conn, &ended).await
 }
 
+/// Drops the records between an attempt's first and its last kept ones.
+pub(super) const TRIM: &str =
+    "DELETE FROM async_task_attempt WHERE task_id = ?1 AND attempt BETWEEN 2 AND ?2";
+
 /// Keeps the bound after these attempts were recorded: deletes each task's records from 2 up
 /// to the attempt minus [`crate::store::history::KEPT_ATTEMPTS`]. Nothing runs for attempts
 /// within the bound.
@@ -178,13 +140,11 @@ pub(super) async fn trim(
 ) -> Result<(), StoreError> {
     for &(id, attempt) in attempts {
         if let Some(up_to) = trim_up_to(attempt) {
-            sqlx::query(
-                "DELETE FROM async_task_attempt WHERE task_id = ?1 AND attempt BETWEEN 2 AND ?2",
-            )
-            .bind(id)
-            .bind(i64::from(up_to))
-            .execute(&mut *conn)
-            .await?;
+            sqlx::query(TRIM)
+                .bind(id)
+                .bind(i64::from(up_to))
+                .execute(&mut *conn)
+                .await?;
         }
     }
     Ok(())

@@ -6,8 +6,11 @@
 //!
 //! SQLite allows one writer at a time, so writes go through a pool of exactly one connection
 //! (no lock contention, no `SQLITE_BUSY` between our own writers) while reads use a separate
-//! pool of several read-only connections that WAL lets run beside the writer. Other processes
-//! writing the same file are waited for up to the busy timeout.
+//! pool of several read-only connections that WAL lets run beside the writer. Claims and
+//! completions, the statements every task passes through, run on a dedicated writer thread
+//! with its own connection (`writer.rs`), which writes only while it holds that one pooled
+//! connection, so the process still has one writer at a time. Other processes writing the
+//! same file are waited for up to the busy timeout.
 //!
 //! Claims need no `SKIP LOCKED`: a single `UPDATE … WHERE id IN (SELECT … LIMIT n) RETURNING`
 //! is atomic under SQLite's single-writer lock, so two hosts can never take the same row.
@@ -24,6 +27,7 @@ mod control;
 mod history;
 mod keyed;
 mod stats;
+mod writer;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -42,7 +46,7 @@ use super::{
 use crate::task::{Enqueued, NewTask, Status, Task, TaskId};
 
 /// How long a statement waits for another process's write lock before failing.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Read connections; WAL lets them read while the single writer writes.
 const READ_CONNECTIONS: u32 = 4;
 /// Rows per multi-row INSERT; 8 bound values a row stays far below SQLite's variable limit.
@@ -50,8 +54,11 @@ const INSERT_CHUNK: usize = 500;
 
 /// A task store in one SQLite file.
 pub struct SqliteStore {
+    /// The connection for writes (a pool of one); also the gate the writer thread takes.
     writer: SqlitePool,
     reader: SqlitePool,
+    /// Claims and completions (`writer.rs`).
+    hot: writer::Writer,
 }
 
 impl SqliteStore {
@@ -71,12 +78,17 @@ impl SqliteStore {
             .connect_with(options.clone())
             .await?;
         sqlx::migrate!("../migrations/sqlite").run(&writer).await?;
+        let hot = writer::Writer::start(options.get_filename())?;
         let reader = SqlitePoolOptions::new()
             .max_connections(READ_CONNECTIONS)
             .acquire_timeout(BUSY_TIMEOUT * 3)
             .connect_with(options.read_only(true))
             .await?;
-        Ok(SqliteStore { writer, reader })
+        Ok(SqliteStore {
+            writer,
+            reader,
+            hot,
+        })
     }
 }
 
@@ -87,7 +99,7 @@ use super::encoding::{
 
 /// A row of `async_task` as SQLite returns it.
 #[derive(sqlx::FromRow)]
-struct TaskRow {
+pub(crate) struct TaskRow {
     id: i64,
     task_type: String,
     payload: String,
@@ -229,42 +241,23 @@ impl Store for SqliteStore {
         if request.limit == 0 || request.task_types.is_empty() {
             return Ok(Vec::new());
         }
-        let now = millis(request.now);
-        let lease_until = millis(request.now + crate::task::chrono_duration(request.lease));
-        let rows: Vec<TaskRow> = sqlx::query_as(
-            "UPDATE async_task SET status = 1, attempts = attempts + 1, lease_owner = ?1, lease_expires_at = ?2, \
-                 attempted_at = ?3, updated_at = ?3, progress = NULL, progress_note = NULL \
-             WHERE id IN ( \
-                 SELECT id FROM async_task INDEXED BY async_task_dispatch \
-                 WHERE status = 0 AND next_run_at <= ?3 \
-                   AND task_type IN (SELECT value FROM json_each(?4)) \
-                 ORDER BY priority DESC, next_run_at, id \
-                 LIMIT ?5) \
-             RETURNING *",
-        )
-        .bind(&request.owner)
-        .bind(lease_until)
-        .bind(now)
-        .bind(json!(request.task_types).to_string())
-        .bind(request.limit as i64)
-        .fetch_all(&self.writer)
-        .await?;
+        let rows = self.hot.claim(&self.writer, request.clone()).await?;
         let (mut tasks, unreadable) =
             super::split_unreadable(rows.into_iter().map(Task::try_from))?;
-        for (id, reason) in unreadable {
-            tracing::error!(
-                task_id = id,
-                "failing a claimed task whose row cannot be read: {reason}"
-            );
-            sqlx::query(
-                "UPDATE async_task SET status = 3, finished_at = ?2, updated_at = ?2, \
-                     lease_owner = NULL, lease_expires_at = NULL, last_error = ?3 WHERE id = ?1",
-            )
-            .bind(id)
-            .bind(now)
-            .bind(super::unreadable_reason(&reason))
-            .execute(&self.writer)
-            .await?;
+        if !unreadable.is_empty() {
+            let failed = unreadable
+                .into_iter()
+                .map(|(id, reason)| {
+                    tracing::error!(
+                        task_id = id,
+                        "failing a claimed task whose row cannot be read: {reason}"
+                    );
+                    (id, super::unreadable_reason(&reason))
+                })
+                .collect();
+            self.hot
+                .fail_unreadable(&self.writer, failed, millis(request.now))
+                .await?;
         }
         tasks.sort_by(|a, b| {
             b.priority
@@ -279,59 +272,7 @@ impl Store for SqliteStore {
         if completions.is_empty() {
             return Ok(0);
         }
-        // One statement for the whole batch: the completions travel as one JSON array.
-        let batch: Vec<serde_json::Value> = completions
-            .iter()
-            .map(|c| {
-                let t = &c.transition;
-                json!({
-                    "id": c.id,
-                    "owner": c.owner,
-                    "attempt": c.attempt,
-                    "status": status_code(t.status),
-                    "retry_count": t.retry_count,
-                    "next_run_at": t.next_run_at.map(millis),
-                    "result": t.result,
-                    "error": t.error,
-                    "plugin_version": c.plugin_version,
-                    "log": c.log,
-                    "finished_at": t.status.is_final().then(|| millis(c.finished_at)),
-                    "now": millis(c.finished_at),
-                })
-            })
-            .collect();
-        // The attempts' records first, while their rows still show the claims being ended.
-        let mut tx = self.writer.begin().await?;
-        history::record_completions(&mut tx, completions).await?;
-        let outcome = sqlx::query(
-            "WITH batch AS MATERIALIZED (SELECT jsonb(value) AS v FROM json_each(?1)) \
-             UPDATE async_task NOT INDEXED SET \
-                 status = c.status, \
-                 retry_count = c.retry_count, \
-                 next_run_at = COALESCE(c.next_run_at, async_task.next_run_at), \
-                 result = c.result, \
-                 last_error = CASE WHEN c.status = 2 THEN NULL ELSE COALESCE(c.error, async_task.last_error) END, \
-                 plugin_version = COALESCE(c.plugin_version, async_task.plugin_version), \
-                 log = c.log, \
-                 finished_at = c.finished_at, \
-                 snoozes = CASE WHEN c.status = 0 AND c.error IS NULL THEN async_task.snoozes + 1 ELSE 0 END, \
-                 lease_owner = NULL, lease_expires_at = NULL, \
-                 updated_at = c.now \
-             FROM (SELECT v ->> '$.id' AS id, v ->> '$.owner' AS owner, \
-                          v ->> '$.attempt' AS attempt, v ->> '$.status' AS status, \
-                          v ->> '$.retry_count' AS retry_count, \
-                          v ->> '$.next_run_at' AS next_run_at, v ->> '$.result' AS result, \
-                          v ->> '$.error' AS error, v ->> '$.plugin_version' AS plugin_version, v ->> '$.log' AS log, \
-                          v ->> '$.finished_at' AS finished_at, v ->> '$.now' AS now \
-                   FROM batch) AS c \
-             WHERE async_task.id = c.id AND async_task.status = 1 \
-               AND async_task.lease_owner = c.owner AND async_task.attempts = c.attempt",
-        )
-        .bind(serde_json::Value::Array(batch).to_string())
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(outcome.rows_affected())
+        self.hot.complete(&self.writer, completions.to_vec()).await
     }
 
     async fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<(), StoreError> {
