@@ -22,7 +22,7 @@
 //! finishes an attempt takes its next task from it directly, on the sandbox runtime, so under
 //! a backlog a task goes from one attempt to the next without waking the dispatcher's loop.
 //! The dispatcher is woken only when the queue falls to its low mark, a quarter below its
-//! depth, to send the next claim: the claim then has about 5 ms of queued work to come back
+//! depth, to send the next claim: the claim then has about 15 ms of queued work to come back
 //! in. Half the depth was too late on 2 cores: a claim waits behind the completion batch in
 //! the database's single writer, and slots ran dry before almost every claim returned.
 
