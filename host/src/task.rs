@@ -320,6 +320,38 @@ pub fn after(now: DateTime<Utc>, delay: Duration) -> DateTime<Utc> {
 }
 
 #[cfg(test)]
+impl Task {
+    /// A pending task of type `t` due now, for unit tests.
+    pub fn sample(id: TaskId) -> Task {
+        let now = Utc::now();
+        Task {
+            id,
+            task_type: "t".into(),
+            payload: serde_json::json!({}),
+            status: Status::Pending,
+            priority: 0,
+            retry_count: 0,
+            max_retry: 0,
+            attempts: 0,
+            next_run_at: now,
+            idempotency_key: None,
+            lease_owner: None,
+            lease_expires_at: None,
+            attempted_at: None,
+            finished_at: None,
+            last_error: None,
+            result: None,
+            progress: None,
+            progress_note: None,
+            plugin_version: None,
+            log: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -525,28 +557,8 @@ mod tests {
     #[test]
     fn attempts_saturate() {
         let task = Task {
-            id: 1,
-            task_type: "t".into(),
-            payload: serde_json::json!({}),
-            status: Status::Pending,
-            priority: 0,
-            retry_count: 0,
             max_retry: u32::MAX,
-            attempts: 0,
-            next_run_at: now(),
-            idempotency_key: None,
-            lease_owner: None,
-            lease_expires_at: None,
-            attempted_at: None,
-            finished_at: None,
-            last_error: None,
-            result: None,
-            progress: None,
-            progress_note: None,
-            plugin_version: None,
-            log: None,
-            created_at: now(),
-            updated_at: now(),
+            ..Task::sample(1)
         };
         assert_eq!(task.max_attempts(), u32::MAX);
     }

@@ -239,33 +239,8 @@ mod tests {
     }
 
     fn queued(id: i64) -> Ready {
-        let now = chrono::Utc::now();
-        let task = Task {
-            id,
-            task_type: "t".into(),
-            payload: serde_json::json!({}),
-            status: crate::task::Status::Running,
-            priority: 0,
-            retry_count: 0,
-            max_retry: 0,
-            attempts: 1,
-            next_run_at: now,
-            idempotency_key: None,
-            lease_owner: Some("here".into()),
-            lease_expires_at: Some(now),
-            attempted_at: Some(now),
-            finished_at: None,
-            last_error: None,
-            result: None,
-            progress: None,
-            progress_note: None,
-            plugin_version: None,
-            log: None,
-            created_at: now,
-            updated_at: now,
-        };
         Ready {
-            task,
+            task: Task::sample(id),
             cancelled: Arc::new(Notify::new()),
         }
     }
