@@ -856,6 +856,16 @@ async fn report_drain(
         raw.ratios(drained.rate),
         load()
     );
+    if kind == DrainKind::OneHost {
+        // The host's claims adapt to its finish rate: the like-with-like baseline is the
+        // store's cycle at the size the drain actually claimed, measured right after it.
+        let mean = (n as f64 / drained.claims.max(1) as f64).round().max(1.0) as usize;
+        let at_mean = raw_baseline(server, n, mean).await;
+        println!(
+            "raw baseline at the drain's mean claim (store claim {mean} + complete {mean}): {at_mean:>9.0} tasks/s; the drain is {:.2}× it",
+            drained.rate / at_mean
+        );
+    }
 }
 
 async fn report_pickups_across_hosts(server: &Server, n: usize) {
