@@ -6,8 +6,8 @@
 //!
 //! SQLite allows one writer at a time, so writes go through a pool of exactly one connection
 //! (no lock contention, no `SQLITE_BUSY` between our own writers) while reads use a separate
-//! pool of several read-only connections that WAL lets run beside the writer. Claims and
-//! completions, the statements every task passes through, run on a dedicated writer thread
+//! pool of several read-only connections that WAL lets run beside the writer. Enqueues, claims
+//! and completions, the statements every task passes through, run on a dedicated writer thread
 //! with its own connection (`writer.rs`), which writes only while it holds that one pooled
 //! connection, so the process still has one writer at a time. Other processes writing the
 //! same file are waited for up to the busy timeout.
@@ -49,8 +49,6 @@ use crate::task::{Enqueued, NewTask, Status, Task, TaskId};
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Read connections; WAL lets them read while the single writer writes.
 const READ_CONNECTIONS: u32 = 4;
-/// Rows per multi-row INSERT; 8 bound values a row stays far below SQLite's variable limit.
-const INSERT_CHUNK: usize = 500;
 
 /// A task store in one SQLite file.
 pub struct SqliteStore {
@@ -190,51 +188,10 @@ fn match_inserted(chunk: &[NewTask], mut inserted: Vec<Task>) -> Vec<Option<Task
 #[async_trait]
 impl Store for SqliteStore {
     async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
-        let now = millis(Utc::now());
-        let mut results: Vec<Enqueued> = Vec::with_capacity(tasks.len());
-        let mut tx = self.writer.begin().await?;
-        for chunk in tasks.chunks(INSERT_CHUNK) {
-            let mut insert = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO async_task (task_type, payload, priority, max_retry, next_run_at, \
-                 idempotency_key, created_at, updated_at) ",
-            );
-            insert.push_values(chunk, |mut row, task| {
-                row.push_bind(&task.task_type)
-                    .push_bind(&task.payload)
-                    .push_bind(task.priority)
-                    .push_bind(task.max_retry)
-                    .push_bind(millis(task.run_at))
-                    .push_bind(&task.idempotency_key)
-                    .push_bind(now)
-                    .push_bind(now);
-            });
-            insert.push(" ON CONFLICT DO NOTHING RETURNING *");
-            let rows: Vec<TaskRow> = insert.build_query_as().fetch_all(&mut *tx).await?;
-            for (new, inserted) in chunk.iter().zip(match_inserted(chunk, into_tasks(rows)?)) {
-                let enqueued = match inserted {
-                    Some(task) => Enqueued {
-                        task,
-                        duplicate: false,
-                    },
-                    None => {
-                        let row: TaskRow = sqlx::query_as(
-                            "SELECT * FROM async_task WHERE task_type = ? AND idempotency_key = ?",
-                        )
-                        .bind(&new.task_type)
-                        .bind(&new.idempotency_key)
-                        .fetch_one(&mut *tx)
-                        .await?;
-                        Enqueued {
-                            task: row.try_into()?,
-                            duplicate: true,
-                        }
-                    }
-                };
-                results.push(enqueued);
-            }
+        if tasks.is_empty() {
+            return Ok(Vec::new());
         }
-        tx.commit().await?;
-        Ok(results)
+        self.hot.enqueue(&self.writer, tasks).await
     }
 
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError> {

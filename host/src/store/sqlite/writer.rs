@@ -1,10 +1,11 @@
-//! The SQLite writer thread: claims and completions, the two statements every task passes
+//! The SQLite writer thread: enqueues, claims and completions, the statements every task passes
 //! through, run synchronously on one connection owned by one thread.
 //!
 //! Through sqlx every statement is a message to sqlx's worker thread and every row it returns
 //! another message back, decoded on the async side: a claim of 200 rows spent most of its time
-//! handing rows between threads, not in SQLite. Here a claim or a completion batch is one
-//! message to the thread and one answer, with the rows decoded on the thread.
+//! handing rows between threads, not in SQLite (and an enqueue of 1,000 tasks, whose insert
+//! returns every row, likewise). Here an enqueue, a claim or a completion batch is one message
+//! to the thread and one answer, with the rows decoded on the thread.
 //!
 //! The thread also commits together what is waiting together: each caller queues its command,
 //! then takes the *write gate* (the store's sqlx writer connection, a pool of one, so this
@@ -17,7 +18,8 @@
 //! rusqlite is the SQLite binding most Rust projects build on; this crate pins the version that
 //! links the same bundled SQLite (`libsqlite3-sys`) as sqlx, so both connections run one library.
 
-use rusqlite::{Connection, Row, params};
+use chrono::Utc;
+use rusqlite::{Connection, Row, ToSql, params, params_from_iter};
 use serde_json::json;
 use sqlx::SqlitePool;
 use std::path::Path;
@@ -26,10 +28,28 @@ use std::sync::mpsc;
 use tokio::sync::oneshot;
 
 use super::history::{COLUMNS as HISTORY_COLUMNS, TRIM as HISTORY_TRIM};
-use super::{BUSY_TIMEOUT, TaskRow};
+use super::{BUSY_TIMEOUT, TaskRow, into_tasks, match_inserted};
 use crate::store::encoding::{millis, status_code};
 use crate::store::history::trim_up_to;
 use crate::store::{ClaimRequest, Completion, StoreError};
+use crate::task::{Enqueued, NewTask, Task};
+
+/// Rows per multi-row INSERT; 8 bound values a row stays far below SQLite's variable limit.
+const INSERT_CHUNK: usize = 500;
+
+/// The existing task an idempotency key names.
+const BY_KEY: &str = "SELECT * FROM async_task WHERE task_type = ?1 AND idempotency_key = ?2";
+
+/// An insert of `rows` tasks that skips rows whose idempotency key exists and returns the rows
+/// it inserted.
+fn insert_sql(rows: usize) -> String {
+    let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?)"; rows].join(", ");
+    format!(
+        "INSERT INTO async_task (task_type, payload, priority, max_retry, next_run_at, \
+         idempotency_key, created_at, updated_at) VALUES {values} \
+         ON CONFLICT DO NOTHING RETURNING *"
+    )
+}
 
 /// The claim: due pending rows of the given types in dispatch order, leased to the owner.
 const CLAIM: &str = "UPDATE async_task SET status = 1, attempts = attempts + 1, lease_owner = ?1, \
@@ -96,6 +116,10 @@ pub type Claimed = Vec<TaskRow>;
 
 /// One thing for the thread to do, with where its answer goes.
 enum Command {
+    Enqueue {
+        tasks: Vec<NewTask>,
+        reply: oneshot::Sender<Result<Vec<Enqueued>, StoreError>>,
+    },
     Claim {
         request: ClaimRequest,
         reply: oneshot::Sender<Result<Claimed, StoreError>>,
@@ -149,6 +173,17 @@ impl Writer {
             queued: Mutex::new(Vec::new()),
             cycles,
         })
+    }
+
+    /// Inserts tasks; one with an idempotency key that exists comes back as that task, marked
+    /// a duplicate. Answers in input order.
+    pub async fn enqueue(
+        &self,
+        gate: &SqlitePool,
+        tasks: Vec<NewTask>,
+    ) -> Result<Vec<Enqueued>, StoreError> {
+        self.submit(gate, |reply| Command::Enqueue { tasks, reply })
+            .await
     }
 
     /// Claims rows as [`CLAIM`] says.
@@ -250,6 +285,7 @@ fn run_cycle(connection: &Connection, commands: Vec<Command>) {
 
 /// What a command produced, before it is sent.
 enum Outcome {
+    Enqueued(Vec<Enqueued>),
     Claimed(Claimed),
     Completed(u64),
     Done,
@@ -272,6 +308,7 @@ fn within_savepoint(
 impl Command {
     fn run(&self, connection: &Connection) -> Result<Outcome, StoreError> {
         match self {
+            Command::Enqueue { tasks, .. } => enqueue(connection, tasks).map(Outcome::Enqueued),
             Command::Claim { request, .. } => claim(connection, request).map(Outcome::Claimed),
             Command::Complete { completions, .. } => {
                 complete(connection, completions).map(Outcome::Completed)
@@ -288,6 +325,9 @@ impl Command {
 
     fn answer(self, outcome: Result<Outcome, StoreError>) {
         match (self, outcome) {
+            (Command::Enqueue { reply, .. }, Ok(Outcome::Enqueued(enqueued))) => {
+                let _ = reply.send(Ok(enqueued));
+            }
             (Command::Claim { reply, .. }, Ok(Outcome::Claimed(rows))) => {
                 let _ = reply.send(Ok(rows));
             }
@@ -306,11 +346,56 @@ impl Command {
 
     fn answer_error(self, error: StoreError) {
         match self {
+            Command::Enqueue { reply, .. } => drop(reply.send(Err(error))),
             Command::Claim { reply, .. } => drop(reply.send(Err(error))),
             Command::Complete { reply, .. } => drop(reply.send(Err(error))),
             Command::FailUnreadable { reply, .. } => drop(reply.send(Err(error))),
         }
     }
+}
+
+fn enqueue(connection: &Connection, tasks: &[NewTask]) -> Result<Vec<Enqueued>, StoreError> {
+    let now = millis(Utc::now());
+    let mut results = Vec::with_capacity(tasks.len());
+    for chunk in tasks.chunks(INSERT_CHUNK) {
+        let run_at: Vec<i64> = chunk.iter().map(|task| millis(task.run_at)).collect();
+        let mut values: Vec<&dyn ToSql> = Vec::with_capacity(chunk.len() * 8);
+        for (task, run_at) in chunk.iter().zip(&run_at) {
+            values.extend([
+                &task.task_type as &dyn ToSql,
+                &task.payload,
+                &task.priority,
+                &task.max_retry,
+                run_at,
+                &task.idempotency_key,
+                &now,
+                &now,
+            ]);
+        }
+        let rows = connection
+            .prepare_cached(&insert_sql(chunk.len()))?
+            .query_map(params_from_iter(values), task_row)?
+            .collect::<Result<Vec<_>, _>>()?;
+        for (new, inserted) in chunk.iter().zip(match_inserted(chunk, into_tasks(rows)?)) {
+            let enqueued = match inserted {
+                Some(task) => Enqueued {
+                    task,
+                    duplicate: false,
+                },
+                None => {
+                    let row = connection
+                        .prepare_cached(BY_KEY)?
+                        .query_row(params![new.task_type, new.idempotency_key], task_row)?;
+                    Enqueued {
+                        task: Task::try_from(row)?,
+                        duplicate: true,
+                    }
+                }
+            };
+            results.push(enqueued);
+        }
+    }
+    Ok(results)
 }
 
 fn claim(connection: &Connection, request: &ClaimRequest) -> Result<Claimed, StoreError> {
