@@ -215,16 +215,15 @@ impl Dispatcher {
         this.drain(running).await;
     }
 
-    /// Starts queued tasks in the free slots; returns how many slots started. A task whose type
-    /// was paused or removed since it was claimed is handed back to the queue instead.
+    /// Starts queued tasks in the free slots. A task whose type was paused or removed since it
+    /// was claimed is handed back to the queue instead.
     fn start_ready(
         self: &Arc<Self>,
         ready: &Arc<ReadyQueue>,
         slots: &Arc<Semaphore>,
         running: &mut JoinSet<()>,
         finished: &Arc<Ended>,
-    ) -> usize {
-        let mut started = 0;
+    ) {
         while !ready.is_empty() {
             let Ok(permit) = slots.clone().try_acquire_owned() else {
                 break;
@@ -236,9 +235,7 @@ impl Dispatcher {
                 .clone()
                 .slot(first, permit, ready.clone(), finished.clone());
             running.spawn_on(slot, &self.runtime);
-            started += 1;
         }
-        started
     }
 
     /// Takes the next queued task whose type is still registered and not paused, with its

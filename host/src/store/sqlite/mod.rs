@@ -55,7 +55,7 @@ pub struct SqliteStore {
     /// The connection for writes (a pool of one); also the gate the writer thread takes.
     writer: SqlitePool,
     reader: SqlitePool,
-    /// Claims and completions (`writer.rs`).
+    /// Enqueues, claims and completions (`writer.rs`).
     hot: writer::Writer,
 }
 

@@ -23,8 +23,8 @@ use rusqlite::{Connection, Row, ToSql, params, params_from_iter};
 use serde_json::json;
 use sqlx::SqlitePool;
 use std::path::Path;
-use std::sync::Mutex;
 use std::sync::mpsc;
+use std::sync::{LazyLock, Mutex};
 use tokio::sync::oneshot;
 
 use super::history::{COLUMNS as HISTORY_COLUMNS, TRIM as HISTORY_TRIM};
@@ -93,8 +93,8 @@ const COMPLETE: &str = "WITH batch AS MATERIALIZED (SELECT jsonb(value) AS v FRO
        AND async_task.lease_owner = c.owner AND async_task.attempts = c.attempt";
 
 /// The attempt records of a completion batch, for the attempts that will apply. Runs before
-/// [`COMPLETE`], while the rows still show the claims being ended.
-fn record_completions_sql() -> String {
+/// [`COMPLETE`], while the rows still show the claims being ended. Spelled once, not per batch.
+static RECORD_COMPLETIONS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH batch AS MATERIALIZED (SELECT jsonb(value) AS v FROM json_each(?1)) \
          {HISTORY_COLUMNS} \
@@ -108,7 +108,7 @@ fn record_completions_sql() -> String {
          WHERE t.status = 1 AND t.lease_owner = c.owner AND t.attempts = c.attempt \
          ON CONFLICT DO NOTHING"
     )
-}
+});
 
 /// What a claim brings back: rows as stored (the caller reads them into tasks and fails the
 /// unreadable ones through [`Writer::fail_unreadable`]).
@@ -434,7 +434,7 @@ fn complete(connection: &Connection, completions: &[Completion]) -> Result<u64, 
         })
         .collect();
     connection
-        .prepare_cached(&record_completions_sql())?
+        .prepare_cached(&RECORD_COMPLETIONS)?
         .execute([serde_json::Value::Array(records).to_string()])?;
     let mut trim = connection.prepare_cached(HISTORY_TRIM)?;
     for c in completions {
