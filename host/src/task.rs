@@ -168,6 +168,26 @@ impl Task {
     pub fn max_attempts(&self) -> u32 {
         self.max_retry.saturating_add(1)
     }
+
+    /// The task as a claim at `at` leaves it: running under `owner`'s lease until
+    /// `lease_until`, one more attempt counted, the previous attempt's progress cleared.
+    ///
+    /// A backend whose claim cannot return the rows it changed (MySQL has no
+    /// `UPDATE … RETURNING`) reads the rows with its locking read and applies this to them, so
+    /// the rule is written once beside the claim's SQL that does the same to the stored row.
+    pub fn claimed(self, owner: &str, at: DateTime<Utc>, lease_until: DateTime<Utc>) -> Task {
+        Task {
+            status: Status::Running,
+            attempts: self.attempts.saturating_add(1),
+            lease_owner: Some(owner.to_string()),
+            lease_expires_at: Some(lease_until),
+            attempted_at: Some(at),
+            updated_at: at,
+            progress: None,
+            progress_note: None,
+            ..self
+        }
+    }
 }
 
 /// A task to be inserted, already validated and with defaults applied.
@@ -353,6 +373,29 @@ impl Task {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_claim_leases_the_task_and_counts_the_attempt() {
+        let mut pending = Task::sample(7);
+        pending.attempts = 2;
+        pending.progress = Some(40);
+        pending.progress_note = Some("halfway".into());
+        let at = pending.created_at + chrono::Duration::seconds(1);
+        let until = at + chrono::Duration::seconds(30);
+        let claimed = pending.clone().claimed("host-a", at, until);
+        assert_eq!(claimed.status, Status::Running);
+        assert_eq!(claimed.attempts, 3);
+        assert_eq!(claimed.lease_owner.as_deref(), Some("host-a"));
+        assert_eq!(claimed.lease_expires_at, Some(until));
+        assert_eq!(claimed.attempted_at, Some(at));
+        assert_eq!(claimed.updated_at, at);
+        assert_eq!((claimed.progress, claimed.progress_note), (None, None));
+        // Everything else is the row as it was.
+        assert_eq!(
+            (claimed.retry_count, claimed.payload, claimed.next_run_at),
+            (pending.retry_count, pending.payload, pending.next_run_at)
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -1,32 +1,36 @@
 //! The claim: one short transaction that leases up to `limit` due pending tasks.
 //!
-//! MySQL has no `UPDATE … RETURNING`, so the claim takes three statements in one transaction:
+//! MySQL has no `UPDATE … RETURNING`, so the claim takes two statements in one transaction:
 //!
-//! 1. `SELECT id … FOR UPDATE SKIP LOCKED` walks the dispatch index in claim order (priority
+//! 1. `SELECT … FOR UPDATE SKIP LOCKED` walks the dispatch index in claim order (priority
 //!    descending, then due time, then id) from the start of the pending rows, checking the due
-//!    time and the type in the index entry, and locks the first `limit` rows no other
-//!    transaction holds. Rows another host is claiming at this moment are skipped, not waited
-//!    for, so hosts never take the same task and never queue behind each other.
-//! 2. `UPDATE` marks them running under this host's lease and counts the attempt.
-//! 3. `SELECT` reads them back.
+//!    time and the type in the index entry, locks the first `limit` rows no other transaction
+//!    holds and returns their columns. Rows another host is claiming at this moment are
+//!    skipped, not waited for, so hosts never take the same task and never queue behind each
+//!    other.
+//! 2. `UPDATE … WHERE id IN (…)` marks them running under this host's lease and counts the
+//!    attempt. The rows are locked since step 1, so nothing changed them in between: the host
+//!    applies the same change to the rows it read ([`Task::claimed`]) instead of reading them
+//!    back. The ids are bound as fixed-size lists (`id_lists.rs`), which keeps the update a
+//!    primary-key range write with no temporary table.
 //!
-//! A row that cannot be read back (an out-of-range time or a payload other SQL wrote, say) must
-//! not come back in every later claim and block the queue: it is failed in the same transaction
-//! with a `last_error` saying why, and the other tasks are returned.
+//! A row that cannot be read (an out-of-range time or a payload other SQL wrote, say) must not
+//! come back in every later claim and block the queue: it is failed in the same transaction
+//! with a `last_error` saying why, and the other tasks are claimed.
 
 use chrono::Utc;
 use sqlx::mysql::{MySqlArguments, MySqlRow};
-use sqlx::query::QueryAs;
-use sqlx::{FromRow, MySql};
-use std::collections::HashMap;
+use sqlx::query::Query;
+use sqlx::{MySql, Row};
 
 use super::MySqlStore;
-use super::rows::{self, TASK_COLUMNS, Text, millis, status_code};
+use super::id_lists;
+use super::rows::{self, TASK_COLUMNS, Text, millis, status_code, time_from_millis};
 use crate::store::{ClaimRequest, StoreError};
 use crate::task::{Status, Task, TaskId};
 
-/// The claim's SELECT for `types` task types; its placeholders are the claim time, the types,
-/// and the limit.
+/// The claim's SELECT for `types` task types, returning the rows' columns; its placeholders
+/// are the claim time, the types, and the limit.
 ///
 /// `FORCE INDEX` pins the dispatch index (as SQLite's `INDEXED BY` does): it holds the claim
 /// order, so the scan stops after `limit` matches, where the listing index (status, type, id)
@@ -34,7 +38,7 @@ use crate::task::{Status, Task, TaskId};
 fn claim_select_sql(types: usize) -> String {
     let placeholders = vec!["?"; types.max(1)].join(", ");
     format!(
-        "SELECT id FROM async_task FORCE INDEX (async_task_dispatch) \
+        "SELECT {TASK_COLUMNS} FROM async_task AS t FORCE INDEX (async_task_dispatch) \
          WHERE status = 0 AND next_run_at <= ? AND task_type IN ({placeholders}) \
          ORDER BY priority DESC, next_run_at, id \
          LIMIT ? FOR UPDATE SKIP LOCKED"
@@ -74,14 +78,14 @@ impl MySqlStore {
                 "EXPLAIN FORMAT=JSON"
             }
         );
-        let (Text(json),): (Text,) = bind_claim(&explain, request).fetch_one(&mut *tx).await?;
+        let row = bind_claim(&explain, request).fetch_one(&mut *tx).await?;
+        let Text(json) = row.try_get(0)?;
         let analyzed = match mariadb {
             true => None,
             false => {
                 let analyze = format!("EXPLAIN ANALYZE {select}");
-                let (Text(text),): (Text,) =
-                    bind_claim(&analyze, request).fetch_one(&mut *tx).await?;
-                Some(text)
+                let row = bind_claim(&analyze, request).fetch_one(&mut *tx).await?;
+                Some(row.try_get::<Text, _>(0)?.0)
             }
         };
         tx.rollback().await?;
@@ -101,71 +105,53 @@ impl MySqlStore {
         if request.limit == 0 || request.task_types.is_empty() {
             return Ok(Vec::new());
         }
+        // Times as stored (whole milliseconds), so the tasks returned equal the rows.
         let now = millis(request.now);
         let lease_until = millis(request.now + crate::task::chrono_duration(request.lease));
+        let (at, until) = (time_from_millis(0, now)?, time_from_millis(0, lease_until)?);
         let mut tx = self.pool.begin().await?;
 
-        let select = claim_select_sql(request.task_types.len());
-        let ids: Vec<TaskId> = bind_claim::<(TaskId,)>(&select, request)
+        let rows: Vec<MySqlRow> = bind_claim(&claim_select_sql(request.task_types.len()), request)
             .fetch_all(&mut *tx)
-            .await?
-            .into_iter()
-            .map(|(id,)| id)
-            .collect();
-        if ids.is_empty() {
-            tx.commit().await?;
-            return Ok(Vec::new());
-        }
-        let id_list = serde_json::to_string(&ids).expect("ids serialize");
-
-        sqlx::query(
-            "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (c_id BIGINT PATH '$')) AS c \
-             STRAIGHT_JOIN async_task AS t ON t.id = c.c_id \
-             SET t.status = 1, t.attempts = t.attempts + 1, t.lease_owner = ?, t.lease_expires_at = ?, \
-                 t.attempted_at = ?, t.updated_at = ?, t.progress = NULL, t.progress_note = NULL",
-        )
-        .bind(&id_list)
-        .bind(&request.owner)
-        .bind(lease_until)
-        .bind(now)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-
-        let rows: Vec<MySqlRow> = sqlx::query(&format!(
-            "SELECT {TASK_COLUMNS} FROM JSON_TABLE(?, '$[*]' COLUMNS (c_id BIGINT PATH '$')) AS c \
-             STRAIGHT_JOIN async_task AS t ON t.id = c.c_id"
-        ))
-        .bind(&id_list)
-        .fetch_all(&mut *tx)
-        .await?;
-        let mut claimed: HashMap<TaskId, Task> = HashMap::with_capacity(rows.len());
+            .await?;
+        let mut claimed = Vec::with_capacity(rows.len());
         for row in &rows {
             match rows::decode(row)? {
-                (_, Ok(task)) => {
-                    claimed.insert(task.id, task);
-                }
+                (_, Ok(task)) => claimed.push(task.claimed(&request.owner, at, until)),
                 (id, Err(error)) => {
                     tracing::error!(task = id, "{error}; failing it instead of running it");
                     fail_unreadable(&mut tx, id, &error.to_string()).await?;
                 }
             }
         }
+        let ids: Vec<TaskId> = claimed.iter().map(|task| task.id).collect();
+        for list in id_lists::padded(&ids) {
+            let sql = format!(
+                "UPDATE async_task \
+                 SET status = 1, attempts = attempts + 1, lease_owner = ?, lease_expires_at = ?, \
+                     attempted_at = ?, updated_at = ?, progress = NULL, progress_note = NULL \
+                 WHERE id IN ({})",
+                id_lists::placeholders(list.len())
+            );
+            let mut update = sqlx::query(&sql)
+                .bind(&request.owner)
+                .bind(lease_until)
+                .bind(now)
+                .bind(now);
+            for id in list {
+                update = update.bind(id);
+            }
+            update.execute(&mut *tx).await?;
+        }
         tx.commit().await?;
         // In claim order: the order the SELECT locked them in.
-        Ok(ids.iter().filter_map(|id| claimed.remove(id)).collect())
+        Ok(claimed)
     }
 }
 
 /// `sql` (the claim's SELECT, perhaps under EXPLAIN) with the request's values bound.
-fn bind_claim<'q, O>(
-    sql: &'q str,
-    request: &'q ClaimRequest,
-) -> QueryAs<'q, MySql, O, MySqlArguments>
-where
-    O: for<'r> FromRow<'r, MySqlRow>,
-{
-    let mut query = sqlx::query_as(sql).bind(millis(request.now));
+fn bind_claim<'q>(sql: &'q str, request: &'q ClaimRequest) -> Query<'q, MySql, MySqlArguments> {
+    let mut query = sqlx::query(sql).bind(millis(request.now));
     for task_type in &request.task_types {
         query = query.bind(task_type);
     }

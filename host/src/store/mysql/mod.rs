@@ -63,6 +63,7 @@ mod claim;
 mod control;
 mod enqueue;
 mod history;
+mod id_lists;
 mod keyed;
 mod rows;
 mod running;
