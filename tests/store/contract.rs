@@ -1008,6 +1008,22 @@ pub async fn kv_usage_effect_retention_and_snoozes_in_a_row(fixture: &Fixture) {
     assert_eq!(run(snooze).await, 2);
     assert_eq!(run(retry).await, 0, "a failed attempt ends the run");
     assert_eq!(run(snooze).await, 1);
+    // A snooze keeps the error of the failed attempt before it; success clears it.
+    let after_snooze = get(fixture, id).await;
+    assert_eq!(after_snooze.last_error.as_deref(), Some("try again"));
+    assert_eq!(after_snooze.retry_count, 1);
+    assert_eq!(after_snooze.finished_at, None);
     assert_eq!(run(|task| done(task, "me")).await, 0);
+    let finished = get(fixture, id).await;
+    assert_eq!(finished.status, Status::Done);
+    assert_eq!(finished.last_error, None);
+    assert_eq!(finished.result.as_deref(), Some("1"));
+    assert_eq!(finished.log.as_deref(), Some("printed"));
+    assert_eq!(finished.plugin_version.as_deref(), Some("v1"));
+    assert!(finished.finished_at.is_some());
+    assert_eq!(
+        (finished.lease_owner, finished.lease_expires_at),
+        (None, None)
+    );
     assert_eq!(store.snoozes(id + 1000).await.unwrap(), 0, "unknown task");
 }

@@ -11,7 +11,7 @@
 //! 2. `UPDATE … WHERE id IN (…)` marks them running under this host's lease and counts the
 //!    attempt. The rows are locked since step 1, so nothing changed them in between: the host
 //!    applies the same change to the rows it read ([`Task::claimed`]) instead of reading them
-//!    back. The ids are bound as fixed-size lists (`id_lists.rs`), which keeps the update a
+//!    back. The ids are bound as fixed-length lists (`padded.rs`), which keeps the update a
 //!    primary-key range write with no temporary table.
 //!
 //! A row that cannot be read (an out-of-range time or a payload other SQL wrote, say) must not
@@ -24,7 +24,7 @@ use sqlx::query::Query;
 use sqlx::{MySql, Row};
 
 use super::MySqlStore;
-use super::id_lists;
+use super::padded;
 use super::rows::{self, TASK_COLUMNS, Text, millis, status_code, time_from_millis};
 use crate::store::{ClaimRequest, StoreError};
 use crate::task::{Status, Task, TaskId};
@@ -125,13 +125,14 @@ impl MySqlStore {
             }
         }
         let ids: Vec<TaskId> = claimed.iter().map(|task| task.id).collect();
-        for list in id_lists::padded(&ids) {
+        for chunk in ids.chunks(padded::LONGEST) {
+            let list = padded::ids(chunk);
             let sql = format!(
                 "UPDATE async_task \
                  SET status = 1, attempts = attempts + 1, lease_owner = ?, lease_expires_at = ?, \
                      attempted_at = ?, updated_at = ?, progress = NULL, progress_note = NULL \
                  WHERE id IN ({})",
-                id_lists::placeholders(list.len())
+                padded::placeholders(list.len())
             );
             let mut update = sqlx::query(&sql)
                 .bind(&request.owner)

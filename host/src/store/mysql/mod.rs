@@ -42,8 +42,10 @@
 //! - `rows.rs`: the column list, status codes, times, decoding rows into tasks.
 //! - `enqueue.rs`: batched inserts with idempotency keys, and matching inserted ids to inputs.
 //! - `claim.rs`: the claim transaction (`FOR UPDATE SKIP LOCKED`), setting unreadable rows aside.
-//! - `running.rs`: writes to running tasks, fenced by lease and attempt: completions, progress,
-//!   lease extension, release, rescue.
+//! - `completion.rs`: completion batches, fenced by lease and attempt.
+//! - `running.rs`: the other writes to running tasks, fenced the same way: progress, lease
+//!   extension, release, rescue.
+//! - `padded.rs`: id lists bound one placeholder per id, padded to a few fixed lengths.
 //! - `control.rs`: selections shared with the listing, bulk retry and discard in batches,
 //!   paused task types, counts per type.
 //! - `tasks.rs`: reading and listing tasks, retry and cancel, counts and backlog views.
@@ -55,16 +57,19 @@
 //!
 //! Batches travel as one JSON document expanded by `JSON_TABLE` where the statement would
 //! otherwise need one placeholder per row: one statement text per operation, so each connection
-//! prepares (and the server keeps) a handful of statements instead of one per batch size.
+//! prepares (and the server keeps) a handful of statements instead of one per batch size. The
+//! hot path (claims and completions) binds padded lists instead (`padded.rs`): a multi-table
+//! `UPDATE` joined to a `JSON_TABLE` stages its rows in a temporary table first.
 
 mod alerts;
 mod archive;
 mod claim;
+mod completion;
 mod control;
 mod enqueue;
 mod history;
-mod id_lists;
 mod keyed;
+mod padded;
 mod rows;
 mod running;
 mod services;
