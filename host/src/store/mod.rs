@@ -412,6 +412,14 @@ pub trait Store:
     /// once instead of after the lease.
     async fn resign(&self, role: &str, owner: &str) -> Result<(), StoreError>;
 
+    /// How much work, in time, a host may hold claimed ahead of its free slots under a backlog
+    /// (`worker/ready.rs`). Longer means fewer, larger claims; shorter means a task of higher
+    /// priority enqueued meanwhile, or another host with free slots, waits less behind the
+    /// tasks claimed ahead. A backend whose claim statement has a large fixed cost asks for more.
+    fn claim_horizon(&self) -> std::time::Duration {
+        crate::worker::ready::HORIZON
+    }
+
     /// Asks the backend to call `wake` whenever any host (or application SQL) enqueues a task,
     /// for as long as the store is open. Returns false when the database cannot notify; the
     /// dispatcher then relies on its poll interval to see other writers' tasks.

@@ -137,7 +137,7 @@ impl Dispatcher {
         let mut running = JoinSet::new();
         let mut pause = RetryPause::new();
         let ready = Arc::new(ReadyQueue::default());
-        let mut depth = Depth::new(Instant::now(), this.concurrency);
+        let mut depth = Depth::new(Instant::now(), this.concurrency, this.store.claim_horizon());
         let mut claiming: Option<ClaimInFlight> = None;
         // The last claim came back full: more tasks are due than were asked for.
         let mut backlog = false;

@@ -290,6 +290,16 @@ impl Store for MySqlStore {
         self.complete_batch(completions).await
     }
 
+    /// Three times the default. A claim moves its rows out of the pending part of the dispatch
+    /// index, and InnoDB keeps the old entries (delete-marked) until its purge threads remove
+    /// them, up to a second later under load. Every claim walks from the start of the pending
+    /// entries, so it first steps over those its predecessors left: on MariaDB 10.11, 0.7 µs
+    /// an entry, and about a fifth of the server's time in a drain at the default 20 ms. That
+    /// cost is per claim, not per task, so fewer, larger claims pay it less often.
+    fn claim_horizon(&self) -> std::time::Duration {
+        3 * crate::worker::ready::HORIZON
+    }
+
     async fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<(), StoreError> {
         self.write_progress(updates).await
     }
