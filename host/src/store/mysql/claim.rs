@@ -18,14 +18,14 @@
 //! come back in every later claim and block the queue: it is failed in the same transaction
 //! with a `last_error` saying why, and the other tasks are claimed.
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use sqlx::mysql::{MySqlArguments, MySqlRow};
 use sqlx::query::Query;
 use sqlx::{MySql, Row};
 
 use super::MySqlStore;
 use super::padded;
-use super::rows::{self, TASK_COLUMNS, Text, millis, status_code, time_from_millis};
+use super::rows::{self, TASK_COLUMNS, Text, millis, status_code};
 use crate::store::{ClaimRequest, StoreError};
 use crate::task::{Status, Task, TaskId};
 
@@ -108,7 +108,8 @@ impl MySqlStore {
         // Times as stored (whole milliseconds), so the tasks returned equal the rows.
         let now = millis(request.now);
         let lease_until = millis(request.now + crate::task::chrono_duration(request.lease));
-        let (at, until) = (time_from_millis(0, now)?, time_from_millis(0, lease_until)?);
+        let as_stored = |ms: i64| DateTime::from_timestamp_millis(ms).expect("a time in range");
+        let (at, until) = (as_stored(now), as_stored(lease_until));
         let mut tx = self.pool.begin().await?;
 
         let rows: Vec<MySqlRow> = bind_claim(&claim_select_sql(request.task_types.len()), request)

@@ -94,30 +94,13 @@ impl MySqlStore {
         history::record(&mut tx, &ended, self.statement_bytes).await?;
         let kept: Vec<&Completion> = kept.into_iter().map(|(c, _)| c).collect();
         let mut changed = 0;
-        for list in self.update_lists(&kept) {
+        for list in super::bounded_chunks(&kept, MOST_PER_UPDATE, self.statement_bytes, |c| {
+            completion_bytes(c)
+        }) {
             changed += write_completions(&mut tx, list).await?;
         }
         tx.commit().await?;
         Ok(changed)
-    }
-
-    /// `kept` cut into lists of at most [`MOST_PER_UPDATE`] completions and at most the
-    /// statement size budget (one completion alone may exceed it: it goes alone).
-    fn update_lists<'a>(&self, kept: &'a [&'a Completion]) -> Vec<&'a [&'a Completion]> {
-        let mut lists = Vec::new();
-        let (mut start, mut bytes) = (0, 0);
-        for (i, c) in kept.iter().enumerate() {
-            let size = completion_bytes(c);
-            if i > start && (i - start == MOST_PER_UPDATE || bytes + size > self.statement_bytes) {
-                lists.push(&kept[start..i]);
-                (start, bytes) = (i, 0);
-            }
-            bytes += size;
-        }
-        if start < kept.len() {
-            lists.push(&kept[start..]);
-        }
-        lists
     }
 }
 

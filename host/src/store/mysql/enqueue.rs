@@ -99,21 +99,12 @@ fn key_of(task: &NewTask) -> Option<Key> {
 
 /// Splits the batch into chunks of at most [`INSERT_CHUNK`] rows and about `budget` bytes.
 fn chunks(tasks: &[NewTask], budget: usize) -> Vec<&[NewTask]> {
-    let mut chunks = Vec::new();
-    let (mut start, mut bytes) = (0, 0);
-    for (i, task) in tasks.iter().enumerate() {
-        let size = ROW_BYTES
+    super::bounded_chunks(tasks, INSERT_CHUNK, budget, |task| {
+        ROW_BYTES
             + task.payload.len()
             + task.task_type.len()
-            + task.idempotency_key.as_ref().map_or(0, String::len);
-        if i > start && (i - start == INSERT_CHUNK || bytes + size > budget) {
-            chunks.push(&tasks[start..i]);
-            (start, bytes) = (i, 0);
-        }
-        bytes += size;
-    }
-    chunks.push(&tasks[start..]);
-    chunks
+            + task.idempotency_key.as_ref().map_or(0, String::len)
+    })
 }
 
 /// Inserts what is new in `chunk`; returns, per input, the row it inserted (None: a duplicate,

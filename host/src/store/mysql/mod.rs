@@ -256,6 +256,30 @@ fn error_number(error: &sqlx::Error) -> Option<u16> {
     }
 }
 
+/// `items` cut into runs of at most `most` items and about `budget` bytes each, by the bytes
+/// `size` says an item adds to a statement (an item larger than the budget goes alone).
+fn bounded_chunks<T>(
+    items: &[T],
+    most: usize,
+    budget: usize,
+    size: impl Fn(&T) -> usize,
+) -> Vec<&[T]> {
+    let mut chunks = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, item) in items.iter().enumerate() {
+        let item_bytes = size(item);
+        if i > start && (i - start == most || bytes + item_bytes > budget) {
+            chunks.push(&items[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += item_bytes;
+    }
+    if start < items.len() {
+        chunks.push(&items[start..]);
+    }
+    chunks
+}
+
 /// Joins serialized JSON values into JSON arrays of about `budget` bytes each (a value larger
 /// than the budget goes alone).
 fn json_arrays(items: impl Iterator<Item = String>, budget: usize) -> Vec<String> {
