@@ -7,11 +7,12 @@
 //! as soon as a slot frees, without a round trip, while the next claim is already on its way.
 //!
 //! The queue is kept short in *time*, not in rows: its depth is the number of attempts this
-//! host finishes in [`HORIZON`] (20 ms; 60 ms on MySQL, whose claims cost more, see
-//! [`crate::store::Store::claim_horizon`]) (the rate at which a queued task would get its slot), measured
-//! as it runs, so a host draining ten thousand no-op tasks a second claims a hundred or two at
-//! a time while a host whose tasks take longer than the horizon claims nothing ahead, and
-//! nothing is claimed ahead before an attempt has finished. That bounds what queued tasks can
+//! host finishes in the horizon (the rate at which a queued task would get its slot), measured
+//! as it runs; the horizon is [`HORIZON`], 20 ms, or longer where a store asks for it
+//! ([`crate::store::Store::claim_horizon`]: 60 ms on MySQL, whose claims cost more). So a
+//! host draining ten thousand no-op tasks a second claims a hundred or two at a time while a
+//! host whose tasks take longer than the horizon claims nothing ahead, and nothing is claimed
+//! ahead before an attempt has finished. That bounds what queued tasks can
 //! cost: another host never finds a task it could run sitting leased here for longer than
 //! about the horizon, and a task of higher priority enqueued meanwhile waits at most about that
 //! long behind the queue.
@@ -207,6 +208,15 @@ mod tests {
         assert_eq!(depth.target(now, true), 80);
         let (mut depth, now) = run_at(100_000, 20);
         assert_eq!(depth.target(now, true), MAX_AHEAD);
+    }
+
+    #[test]
+    fn a_longer_horizon_holds_more_of_the_same_rate() {
+        // 16,000 finishes a second, known after 2 ms: 320 tasks in 20 ms, 960 in 60 ms.
+        let start = Instant::now();
+        let mut depth = Depth::new(start, 16, 3 * HORIZON);
+        depth.finished(32);
+        assert_eq!(depth.target(start + Duration::from_millis(2), true), 960);
     }
 
     #[test]
