@@ -169,6 +169,41 @@ impl Task {
         self.max_retry.saturating_add(1)
     }
 
+    /// The task an enqueue of `new` writes as row `id` at `created`: pending, never attempted.
+    /// `payload` is `new.payload` parsed and `next_run_at` its due time as the store keeps it.
+    pub fn enqueued(
+        id: TaskId,
+        new: &NewTask,
+        payload: serde_json::Value,
+        next_run_at: DateTime<Utc>,
+        created: DateTime<Utc>,
+    ) -> Task {
+        Task {
+            id,
+            task_type: new.task_type.clone(),
+            payload,
+            status: Status::Pending,
+            priority: new.priority,
+            retry_count: 0,
+            max_retry: new.max_retry,
+            attempts: 0,
+            next_run_at,
+            idempotency_key: new.idempotency_key.clone(),
+            lease_owner: None,
+            lease_expires_at: None,
+            attempted_at: None,
+            finished_at: None,
+            last_error: None,
+            result: None,
+            progress: None,
+            progress_note: None,
+            plugin_version: None,
+            log: None,
+            created_at: created,
+            updated_at: created,
+        }
+    }
+
     /// The task as a claim at `at` leaves it: running under `owner`'s lease until
     /// `lease_until`, one more attempt counted, the previous attempt's progress cleared.
     ///
@@ -344,30 +379,15 @@ impl Task {
     /// A pending task of type `t` due now, for unit tests.
     pub fn sample(id: TaskId) -> Task {
         let now = Utc::now();
-        Task {
-            id,
+        let new = NewTask {
             task_type: "t".into(),
-            payload: serde_json::json!({}),
-            status: Status::Pending,
+            payload: "{}".into(),
             priority: 0,
-            retry_count: 0,
             max_retry: 0,
-            attempts: 0,
-            next_run_at: now,
+            run_at: now,
             idempotency_key: None,
-            lease_owner: None,
-            lease_expires_at: None,
-            attempted_at: None,
-            finished_at: None,
-            last_error: None,
-            result: None,
-            progress: None,
-            progress_note: None,
-            plugin_version: None,
-            log: None,
-            created_at: now,
-            updated_at: now,
-        }
+        };
+        Task::enqueued(id, &new, serde_json::json!({}), now, now)
     }
 }
 

@@ -22,6 +22,7 @@ use chrono::{DateTime, Utc};
 use sqlx::mysql::{MySqlArguments, MySqlRow};
 use sqlx::query::Query;
 use sqlx::{MySql, Row};
+use std::sync::LazyLock;
 
 use super::MySqlStore;
 use super::padded;
@@ -36,7 +37,7 @@ use crate::task::{Status, Task, TaskId};
 /// order, so the scan stops after `limit` matches, where the listing index (status, type, id)
 /// would have to read and sort every pending row of the types first.
 fn claim_select_sql(types: usize) -> String {
-    let placeholders = vec!["?"; types.max(1)].join(", ");
+    let placeholders = padded::placeholders(types.max(1));
     format!(
         "SELECT {TASK_COLUMNS} FROM async_task AS t FORCE INDEX (async_task_dispatch) \
          WHERE status = 0 AND next_run_at <= ? AND task_type IN ({placeholders}) \
@@ -44,6 +45,20 @@ fn claim_select_sql(types: usize) -> String {
          LIMIT ? FOR UPDATE SKIP LOCKED"
     )
 }
+
+/// The claim's UPDATE for each id list length; its placeholders are the lease owner, the lease's
+/// end, the claim time (twice), and the ids.
+static CLAIM_UPDATES: LazyLock<padded::Texts> = LazyLock::new(|| {
+    padded::Texts::new(padded::LONGEST, |n| {
+        format!(
+            "UPDATE async_task \
+             SET status = 1, attempts = attempts + 1, lease_owner = ?, lease_expires_at = ?, \
+                 attempted_at = ?, updated_at = ?, progress = NULL, progress_note = NULL \
+             WHERE id IN ({})",
+            padded::placeholders(n)
+        )
+    })
+});
 
 /// How the server runs the claim's SELECT, as [`MySqlStore::explain_claim`] finds out.
 #[derive(Debug, Clone)]
@@ -128,14 +143,7 @@ impl MySqlStore {
         let ids: Vec<TaskId> = claimed.iter().map(|task| task.id).collect();
         for chunk in ids.chunks(padded::LONGEST) {
             let list = padded::ids(chunk);
-            let sql = format!(
-                "UPDATE async_task \
-                 SET status = 1, attempts = attempts + 1, lease_owner = ?, lease_expires_at = ?, \
-                     attempted_at = ?, updated_at = ?, progress = NULL, progress_note = NULL \
-                 WHERE id IN ({})",
-                padded::placeholders(list.len())
-            );
-            let mut update = sqlx::query(&sql)
+            let mut update = sqlx::query(CLAIM_UPDATES.get(list.len()))
                 .bind(&request.owner)
                 .bind(lease_until)
                 .bind(now)

@@ -19,6 +19,7 @@
 //! `JSON_TABLE`; at 1,000 rows the two were even.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use super::MySqlStore;
 use super::history::{self, Ended};
@@ -32,6 +33,21 @@ const MOST_PER_UPDATE: usize = 128;
 
 /// Bytes a completion adds to a statement besides its texts (ids, numbers, framing).
 const FIXED_BYTES: usize = 128;
+
+/// The locking read of step 1, for each id list length.
+static LOCK_RUNNING: LazyLock<padded::Texts> = LazyLock::new(|| {
+    padded::Texts::new(padded::LONGEST, |n| {
+        format!(
+            "SELECT id, lease_owner, attempts, attempted_at FROM async_task \
+             WHERE id IN ({}) AND status = 1 FOR UPDATE",
+            padded::placeholders(n)
+        )
+    })
+});
+
+/// The update of step 3, for each list length up to [`MOST_PER_UPDATE`].
+static UPDATES: LazyLock<padded::Texts> =
+    LazyLock::new(|| padded::Texts::new(MOST_PER_UPDATE, update_sql));
 
 /// A running row as the locking read finds it: id, lease owner, attempt, start.
 type RunningRow = (TaskId, Option<Text>, u32, Option<i64>);
@@ -49,12 +65,7 @@ impl MySqlStore {
         let ids: Vec<TaskId> = completions.iter().map(|c| c.id).collect();
         for chunk in ids.chunks(padded::LONGEST) {
             let list = padded::ids(chunk);
-            let sql = format!(
-                "SELECT id, lease_owner, attempts, attempted_at FROM async_task \
-                 WHERE id IN ({}) AND status = 1 FOR UPDATE",
-                padded::placeholders(list.len())
-            );
-            let mut select = sqlx::query_as::<_, RunningRow>(&sql);
+            let mut select = sqlx::query_as::<_, RunningRow>(LOCK_RUNNING.get(list.len()));
             for id in list {
                 select = select.bind(id);
             }
@@ -151,8 +162,7 @@ async fn write_completions(
     list: &[&Completion],
 ) -> Result<u64, StoreError> {
     let n = padded::length_for(list.len());
-    let sql = update_sql(n);
-    let mut update = sqlx::query(&sql);
+    let mut update = sqlx::query(UPDATES.get(n));
     // One CASE: for each place, the row's id and value, or NO_ID where the row keeps its own.
     macro_rules! bind_case {
         (|$c:ident| $value:expr) => {

@@ -30,7 +30,7 @@ use std::collections::{HashMap, HashSet};
 use super::rows::{self, TASK_COLUMNS, Text, millis, time_from_millis};
 use super::{Failure, MySqlStore, retry_deadlocks};
 use crate::store::StoreError;
-use crate::task::{Enqueued, NewTask, Status, Task};
+use crate::task::{Enqueued, NewTask, Task};
 
 /// Most rows per INSERT; 9 placeholders a row stays far below MySQL's 65,535 per statement.
 const INSERT_CHUNK: usize = 500;
@@ -250,34 +250,18 @@ async fn inserted_ids(
 
 /// The row an INSERT wrote for `new`: the table's defaults plus what the INSERT set.
 fn new_row(id: i64, new: &NewTask, now: i64) -> Result<Task, StoreError> {
-    let created = time_from_millis(id, now)?;
-    Ok(Task {
+    let payload = serde_json::from_str(&new.payload).map_err(|e| StoreError::Corrupt {
         id,
-        task_type: new.task_type.clone(),
-        payload: serde_json::from_str(&new.payload).map_err(|e| StoreError::Corrupt {
-            id,
-            reason: format!("payload is not JSON: {e}"),
-        })?,
-        status: Status::Pending,
-        priority: new.priority,
-        retry_count: 0,
-        max_retry: new.max_retry,
-        attempts: 0,
-        next_run_at: time_from_millis(id, millis(new.run_at))?,
-        idempotency_key: new.idempotency_key.clone(),
-        lease_owner: None,
-        lease_expires_at: None,
-        attempted_at: None,
-        finished_at: None,
-        last_error: None,
-        result: None,
-        progress: None,
-        progress_note: None,
-        plugin_version: None,
-        log: None,
-        created_at: created,
-        updated_at: created,
-    })
+        reason: format!("payload is not JSON: {e}"),
+    })?;
+    let next_run_at = time_from_millis(id, millis(new.run_at))?;
+    Ok(Task::enqueued(
+        id,
+        new,
+        payload,
+        next_run_at,
+        time_from_millis(id, now)?,
+    ))
 }
 
 /// MySQL's ER_DUP_ENTRY.

@@ -36,6 +36,32 @@ pub fn ids(ids: &[i64]) -> Vec<i64> {
     list
 }
 
+/// A statement's text for each prepared length, built once: the texts of the hot path (claims,
+/// completions) run to tens of kilobytes, which would otherwise be formatted anew per batch.
+pub struct Texts(Vec<String>);
+
+impl Texts {
+    /// `build(n)` for every length in [`LENGTHS`] up to `most`.
+    pub fn new(most: usize, build: impl Fn(usize) -> String) -> Self {
+        Texts(
+            LENGTHS
+                .into_iter()
+                .take_while(|&n| n <= most)
+                .map(build)
+                .collect(),
+        )
+    }
+
+    /// The text for a list padded to `length` (one of [`LENGTHS`], at most the `most` given).
+    pub fn get(&self, length: usize) -> &str {
+        let index = LENGTHS
+            .iter()
+            .position(|&l| l == length)
+            .expect("lists are padded to a prepared length");
+        &self.0[index]
+    }
+}
+
 /// `?, ?, …, ?`: `n` placeholders.
 pub fn placeholders(n: usize) -> String {
     vec!["?"; n].join(", ")
@@ -62,6 +88,14 @@ mod tests {
         assert_eq!(length_for(LONGEST), LONGEST);
         let full: Vec<i64> = (1..=64).collect();
         assert_eq!(ids(&full), full);
+    }
+
+    #[test]
+    fn texts_are_built_for_every_length() {
+        let texts = Texts::new(LONGEST, |n| format!("IN ({})", placeholders(n)));
+        assert_eq!(texts.get(16).matches('?').count(), 16);
+        assert_eq!(texts.get(LONGEST).matches('?').count(), LONGEST);
+        assert_eq!(texts.get(length_for(20)).matches('?').count(), 32);
     }
 
     #[test]
