@@ -9,6 +9,8 @@
 //!   skipped tests.
 //! - `fresh_database(backend)`: a new, empty, uniquely named database on the shared server, and
 //!   its URL, so tests on one server run in parallel without seeing each other's tables.
+//!   `drop_database(url)` removes one when its test is done with it, so a whole run does not
+//!   leave hundreds of databases on the server's disk.
 //! - `PrivateServer::new(backend)`: a server of the test's own, for a test that stops and starts
 //!   its server (an outage), since stopping the shared one fails every test using it meanwhile.
 //! - `stop_server(backend)` / `start_server(backend)`: stop and start the shared server itself
@@ -123,6 +125,39 @@ fn create_database(server_url: &str) -> String {
         panic!("cannot create a database on {server_url}: {error}");
     }
     with_database(server_url, &name)
+}
+
+/// Drops the database of `url`, one that `fresh_database` made, with any connections still
+/// open on it. A database a failed test leaves stays for a look; so does one this cannot drop:
+/// the reason goes to stderr and the test goes on, since its own assertions decide its outcome.
+#[allow(
+    dead_code,
+    reason = "the store suite's many databases are dropped; end-to-end tests make few"
+)]
+pub fn drop_database(url: &str) {
+    let name = database_of(url);
+    assert!(
+        name.starts_with("spool_test_"),
+        "drop_database only drops databases fresh_database made, not {name}"
+    );
+    let dropped = match Backend::of_url(url) {
+        // PostgreSQL drops no database a session is connected to: this runs from the cluster's
+        // maintenance database, and FORCE ends connections a test left open.
+        Backend::Postgres => execute(
+            &with_database(url, "postgres"),
+            &format!("DROP DATABASE {name} WITH (FORCE)"),
+        ),
+        Backend::MySql => execute(url, &format!("DROP DATABASE {name}")),
+    };
+    if let Err(error) = dropped {
+        eprintln!("cannot drop the test database {name}: {error}");
+    }
+}
+
+/// The database a URL names.
+fn database_of(url: &str) -> &str {
+    let path = url.split_once('?').map_or(url, |(path, _)| path);
+    path.rsplit_once('/').expect("a URL with a database").1
 }
 
 /// The URL with another database.

@@ -120,4 +120,6 @@ async fn postgres_claim_reads_the_dispatch_index_not_the_table() {
     );
     store.close().await;
     pool.close().await;
+    fixture.store.close().await;
+    crate::servers::drop_database(&fixture.url);
 }

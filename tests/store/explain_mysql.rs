@@ -157,6 +157,8 @@ async fn mysql_claim_reads_the_dispatch_index_not_the_table() {
     );
     store.close().await;
     pool.close().await;
+    fixture.store.close().await;
+    crate::servers::drop_database(&fixture.url);
 }
 
 #[test]

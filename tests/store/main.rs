@@ -92,6 +92,7 @@ macro_rules! on_every_backend {
                 let Some(fixture) = crate::fresh(spool::store::Backend::Postgres).await else { return };
                 crate::$suite::$test(&fixture).await;
                 fixture.store.close().await;
+                crate::servers::drop_database(&fixture.url);
             })*
         }
         mod mysql {
@@ -100,6 +101,7 @@ macro_rules! on_every_backend {
                 let Some(fixture) = crate::fresh(spool::store::Backend::MySql).await else { return };
                 crate::$suite::$test(&fixture).await;
                 fixture.store.close().await;
+                crate::servers::drop_database(&fixture.url);
             })*
         }
     };

@@ -174,42 +174,63 @@ pub trait Stats {
     async fn prune_stats(&self, tier: Tier, before: DateTime<Utc>) -> Result<u64, StoreError>;
 }
 
-/// A stored point from its columns, in the order every backend selects them
-/// ([`POINT_COLUMNS`]).
-#[allow(clippy::too_many_arguments)]
-pub fn point_from_columns(
-    task_type: String,
-    at: i64,
-    span_ms: i64,
-    counts: [i64; 3],
-    oldest_pending_ms: Option<i64>,
-    finished: [i64; 3],
-    attempts_timed: i64,
-    p50: Option<i64>,
-    p95: Option<i64>,
-) -> Result<StatsPoint, StoreError> {
+/// A `spool_stats` row as every backend selects it ([`POINT_COLUMNS`]). `T` is the text type
+/// the backend's driver decodes `task_type` into (MySQL's binary-collated text has its own).
+pub type PointRow<T = String> = (
+    T,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    Option<i64>,
+);
+
+/// A stored point from its row. Counts below zero read as zero.
+pub fn point_from_row<T: Into<String>>(row: PointRow<T>) -> Result<StatsPoint, StoreError> {
+    let (
+        task_type,
+        at,
+        span_ms,
+        pending,
+        running,
+        failed,
+        oldest_pending_ms,
+        done,
+        fail,
+        cancel,
+        attempts_timed,
+        p50,
+        p95,
+    ) = row;
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
     let optional = |n: Option<i64>| n.map(count);
     Ok(StatsPoint {
         at: DateTime::from_timestamp_millis(at).ok_or_else(|| {
             StoreError::Database(format!("spool_stats holds an out-of-range time {at}"))
         })?,
-        task_type,
+        task_type: task_type.into(),
         span_ms: count(span_ms),
-        pending: count(counts[0]),
-        running: count(counts[1]),
-        failed: count(counts[2]),
+        pending: count(pending),
+        running: count(running),
+        failed: count(failed),
         oldest_pending_ms: optional(oldest_pending_ms),
-        finished_done: count(finished[0]),
-        finished_failed: count(finished[1]),
-        finished_cancelled: count(finished[2]),
+        finished_done: count(done),
+        finished_failed: count(fail),
+        finished_cancelled: count(cancel),
         attempts_timed: count(attempts_timed),
         attempt_p50_ms: optional(p50),
         attempt_p95_ms: optional(p95),
     })
 }
 
-/// The columns of `spool_stats` every backend selects, in [`point_from_columns`]'s order.
+/// The columns of `spool_stats` every backend selects, in [`PointRow`]'s order.
 pub const POINT_COLUMNS: &str = "task_type, at, span_ms, pending, running, failed, \
      oldest_pending_ms, finished_done, finished_failed, finished_cancelled, attempts_timed, \
      attempt_p50_ms, attempt_p95_ms";

@@ -53,6 +53,12 @@ impl<'r> Decode<'r, MySql> for Text {
     }
 }
 
+impl From<Text> for String {
+    fn from(text: Text) -> String {
+        text.0
+    }
+}
+
 /// A row of `async_task` as [`TASK_COLUMNS`] selects it. The column types decode without loss
 /// (INT UNSIGNED counters into u32, INT priority into i32); what can still be wrong with a row
 /// written by other SQL is checked in [`Task::try_from`].

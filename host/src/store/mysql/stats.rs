@@ -11,55 +11,9 @@ use super::MySqlStore;
 use super::rows::{Text, millis};
 use crate::store::StoreError;
 use crate::store::stats::{
-    Backlog, Finished, POINT_COLUMNS, Stats, StatsPoint, Tier, backlog_from_rows,
-    finished_from_rows, point_from_columns, stored,
+    Backlog, Finished, POINT_COLUMNS, PointRow, Stats, StatsPoint, Tier, backlog_from_rows,
+    finished_from_rows, point_from_row, stored,
 };
-
-/// A `spool_stats` row as selected by [`POINT_COLUMNS`].
-type PointRow = (
-    Text,
-    i64,
-    i64,
-    i64,
-    i64,
-    i64,
-    Option<i64>,
-    i64,
-    i64,
-    i64,
-    i64,
-    Option<i64>,
-    Option<i64>,
-);
-
-fn point(row: PointRow) -> Result<StatsPoint, StoreError> {
-    let (
-        task_type,
-        at,
-        span,
-        pending,
-        running,
-        failed,
-        oldest,
-        done,
-        fail,
-        cancel,
-        timed,
-        p50,
-        p95,
-    ) = row;
-    point_from_columns(
-        task_type.0,
-        at,
-        span,
-        [pending, running, failed],
-        oldest,
-        [done, fail, cancel],
-        timed,
-        p50,
-        p95,
-    )
-}
 
 #[async_trait]
 impl Stats for MySqlStore {
@@ -156,8 +110,8 @@ impl Stats for MySqlStore {
             query.push(" AND task_type = ").push_bind(task_type);
         }
         query.push(" ORDER BY at, task_type");
-        let rows: Vec<PointRow> = query.build_query_as().fetch_all(&self.pool).await?;
-        rows.into_iter().map(point).collect()
+        let rows: Vec<PointRow<Text>> = query.build_query_as().fetch_all(&self.pool).await?;
+        rows.into_iter().map(point_from_row).collect()
     }
 
     async fn latest_stats(&self, tier: Tier) -> Result<Option<DateTime<Utc>>, StoreError> {

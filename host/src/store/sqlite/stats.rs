@@ -11,55 +11,9 @@ use super::SqliteStore;
 use crate::store::StoreError;
 use crate::store::encoding::millis;
 use crate::store::stats::{
-    Backlog, Finished, POINT_COLUMNS, Stats, StatsPoint, Tier, backlog_from_rows,
-    finished_from_rows, point_from_columns, stored,
+    Backlog, Finished, POINT_COLUMNS, PointRow, Stats, StatsPoint, Tier, backlog_from_rows,
+    finished_from_rows, point_from_row, stored,
 };
-
-/// A `spool_stats` row as selected by [`POINT_COLUMNS`].
-type PointRow = (
-    String,
-    i64,
-    i64,
-    i64,
-    i64,
-    i64,
-    Option<i64>,
-    i64,
-    i64,
-    i64,
-    i64,
-    Option<i64>,
-    Option<i64>,
-);
-
-fn point(row: PointRow) -> Result<StatsPoint, StoreError> {
-    let (
-        task_type,
-        at,
-        span,
-        pending,
-        running,
-        failed,
-        oldest,
-        done,
-        fail,
-        cancel,
-        timed,
-        p50,
-        p95,
-    ) = row;
-    point_from_columns(
-        task_type,
-        at,
-        span,
-        [pending, running, failed],
-        oldest,
-        [done, fail, cancel],
-        timed,
-        p50,
-        p95,
-    )
-}
 
 #[async_trait]
 impl Stats for SqliteStore {
@@ -155,7 +109,7 @@ impl Stats for SqliteStore {
         }
         query.push(" ORDER BY at, task_type");
         let rows: Vec<PointRow> = query.build_query_as().fetch_all(&self.reader).await?;
-        rows.into_iter().map(point).collect()
+        rows.into_iter().map(point_from_row).collect()
     }
 
     async fn latest_stats(&self, tier: Tier) -> Result<Option<DateTime<Utc>>, StoreError> {
