@@ -319,6 +319,54 @@ pub async fn the_history_keeps_the_first_and_the_latest_attempts(fixture: &Fixtu
     assert_eq!((numbers[0], numbers[1]), (1, total + 1 - KEPT_ATTEMPTS + 1));
 }
 
+pub async fn a_large_completion_batch_records_each_attempt_once(fixture: &Fixture) {
+    // More than one insert statement's worth, with a last statement of an uneven length.
+    const TASKS: usize = 300;
+    let tasks = (0..TASKS)
+        .map(|_| NewTask {
+            task_type: "a".into(),
+            payload: "{}".into(),
+            priority: 0,
+            max_retry: 0,
+            run_at: Utc::now() - Span::seconds(1),
+            idempotency_key: None,
+        })
+        .collect();
+    fixture.store.enqueue(tasks).await.unwrap();
+    let request = ClaimRequest {
+        owner: "me".into(),
+        limit: TASKS,
+        task_types: vec!["a".into()],
+        now: Utc::now(),
+        lease: Duration::from_secs(30),
+    };
+    let claimed = fixture.store.claim(&request).await.unwrap();
+    assert_eq!(claimed.len(), TASKS);
+    let completions: Vec<Completion> = claimed
+        .iter()
+        .map(|task| ended(task, Outcome::Done, None, &format!("log of {}", task.id)))
+        .collect();
+    assert_eq!(
+        fixture.store.complete(&completions).await.unwrap(),
+        TASKS as u64
+    );
+    // The same batch again, as after a commit whose answer was lost: nothing changes.
+    assert_eq!(fixture.store.complete(&completions).await.unwrap(), 0);
+
+    for task in &claimed {
+        let records = history(fixture, task.id).await;
+        assert_eq!(records.len(), 1, "task {}: {records:#?}", task.id);
+        let record = &records[0];
+        let expected_log = format!("log of {}", task.id);
+        assert_eq!(
+            (record.attempt, record.outcome, record.log.as_deref()),
+            (1, Outcome::Done, Some(expected_log.as_str()))
+        );
+        assert_eq!(record.host.as_deref(), Some("me"));
+        assert_eq!(ms(record.started_at), ms(task.attempted_at));
+    }
+}
+
 on_every_backend!(
     history: a_retry_then_success_keeps_both_attempts_with_their_own_logs,
     a_dead_letter_and_a_permanent_failure_schedule_no_retry,
@@ -326,4 +374,5 @@ on_every_backend!(
     a_cancel_records_the_running_attempt_and_its_outcome_is_discarded,
     a_release_at_shutdown_records_an_uncounted_attempt,
     the_history_keeps_the_first_and_the_latest_attempts,
+    a_large_completion_batch_records_each_attempt_once,
 );

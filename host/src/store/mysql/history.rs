@@ -6,14 +6,17 @@
 //! the attempts it will end: at READ COMMITTED a plain `INSERT … SELECT` reads without locks,
 //! so a cancel or rescue committing between it and the change could leave a record for an
 //! outcome that never applied. With the rows locked, the records and the change describe the
-//! same rows; both are written in the caller's transaction. Records travel as one JSON array
-//! per statement (split at the statement size budget), like every batch on this backend.
+//! same rows; both are written in the caller's transaction. Records go in as a multi-row
+//! `INSERT … VALUES`, padded to a few prepared lengths (`padded.rs`) and split at the statement
+//! size budget. An `INSERT … SELECT` from a `JSON_TABLE` of the records took about 1.5 times
+//! as long on MariaDB 10.11 (200 records, the statement alone, without its commit).
 
 use async_trait::async_trait;
-use serde_json::{Map, Value, json};
 use sqlx::MySqlConnection;
+use std::sync::LazyLock;
 
 use super::MySqlStore;
+use super::padded;
 use super::rows::Text;
 use crate::store::StoreError;
 use crate::store::history::{AttemptHistory, AttemptRecord, Outcome, record_from_row, trim_up_to};
@@ -124,26 +127,35 @@ impl<'a> Ended<'a> {
         }
     }
 
-    /// The record as a JSON object; fields without a value are left out (NULL in the table).
-    fn json(&self) -> String {
-        let mut item = Map::new();
-        let mut put = |name: &str, value: Value| {
-            if !value.is_null() {
-                item.insert(name.to_string(), value);
-            }
-        };
-        put("task", json!(self.task));
-        put("attempt", json!(self.attempt));
-        put("host", json!(self.host));
-        put("plugin_version", json!(self.plugin_version));
-        put("started_at", json!(self.started_at));
-        put("finished_at", json!(self.finished_at));
-        put("outcome", json!(self.outcome.code()));
-        put("error", json!(self.error));
-        put("log", json!(self.log));
-        Value::Object(item).to_string()
+    /// The bytes this record puts into an insert statement.
+    fn bytes(&self) -> usize {
+        let text = |t: Option<&str>| t.map_or(0, str::len);
+        FIXED_BYTES
+            + text(self.host)
+            + text(self.plugin_version)
+            + text(self.error)
+            + text(self.log)
     }
 }
+
+/// The most records one insert writes.
+const MOST_PER_INSERT: usize = 128;
+
+/// Bytes a record adds to a statement besides its texts (numbers, framing).
+const FIXED_BYTES: usize = 64;
+
+/// The insert of [`record`], for each padded length up to [`MOST_PER_INSERT`]. A record
+/// already stored (the same task and attempt) is kept as it is.
+static INSERTS: LazyLock<padded::Texts> = LazyLock::new(|| {
+    padded::Texts::new(MOST_PER_INSERT, |n| {
+        format!(
+            "INSERT INTO async_task_attempt \
+                 (task_id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log) \
+             VALUES {} ON DUPLICATE KEY UPDATE task_id = async_task_attempt.task_id",
+            vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?)"; n].join(", ")
+        )
+    })
+});
 
 /// Writes these records and keeps the bound, in the caller's transaction.
 pub(super) async fn record(
@@ -154,26 +166,37 @@ pub(super) async fn record(
     if ended.is_empty() {
         return Ok(());
     }
-    for batch in super::json_arrays(ended.iter().map(Ended::json), statement_bytes) {
-        sqlx::query(
-            "INSERT INTO async_task_attempt \
-                 (task_id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log) \
-             SELECT r_task, r_attempt, r_host, r_version, r_started, r_finished, r_outcome, r_error, r_log \
-             FROM JSON_TABLE(?, '$[*]' COLUMNS ( \
-                     r_task BIGINT PATH '$.task', \
-                     r_attempt BIGINT PATH '$.attempt', \
-                     r_host VARCHAR(255) CHARACTER SET utf8mb4 PATH '$.host', \
-                     r_version VARCHAR(255) CHARACTER SET utf8mb4 PATH '$.plugin_version', \
-                     r_started BIGINT PATH '$.started_at', \
-                     r_finished BIGINT PATH '$.finished_at', \
-                     r_outcome TINYINT PATH '$.outcome', \
-                     r_error LONGTEXT CHARACTER SET utf8mb4 PATH '$.error', \
-                     r_log LONGTEXT CHARACTER SET utf8mb4 PATH '$.log')) AS r \
-             ON DUPLICATE KEY UPDATE task_id = async_task_attempt.task_id",
-        )
-        .bind(batch)
-        .execute(&mut *conn)
-        .await?;
+    for chunk in super::bounded_chunks(ended, MOST_PER_INSERT, statement_bytes, Ended::bytes) {
+        let length = padded::length_for(chunk.len());
+        let mut insert = sqlx::query(INSERTS.get(length));
+        for e in chunk {
+            insert = insert
+                .bind(e.task)
+                .bind(e.attempt)
+                .bind(e.host)
+                .bind(e.plugin_version)
+                .bind(e.started_at)
+                .bind(e.finished_at)
+                .bind(e.outcome.code() as i8)
+                .bind(e.error)
+                .bind(e.log);
+        }
+        // Padding repeats the chunk's first record without its texts: the server meets its
+        // key again and keeps the stored row.
+        let first = &chunk[0];
+        for _ in chunk.len()..length {
+            insert = insert
+                .bind(first.task)
+                .bind(first.attempt)
+                .bind(None::<&str>)
+                .bind(None::<&str>)
+                .bind(None::<i64>)
+                .bind(first.finished_at)
+                .bind(first.outcome.code() as i8)
+                .bind(None::<&str>)
+                .bind(None::<&str>);
+        }
+        insert.execute(&mut *conn).await?;
     }
     for e in ended {
         if let Some(up_to) = trim_up_to(e.attempt) {
