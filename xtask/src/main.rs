@@ -11,7 +11,8 @@
 //!   data folders under `target/test-databases`), runs the whole test suite against them (extra
 //!   arguments go to cargo test), and stops the servers however the suite ends. The tests build
 //!   the handlers in other languages themselves, with `spool plugin build`, which installs their
-//!   pinned toolchains into `target/tools`.
+//!   pinned toolchains into `target/tools`. The whole suite first warns when the disk has less
+//!   room than the suite writes.
 //! - `db start|stop [postgres|mariadb]`: the same test database servers by hand. `db start`
 //!   leaves them running and writes their URLs to `target/test-databases/urls.env`; stopping and
 //!   starting one server keeps its data and port, so its URL stays valid across an outage.
@@ -96,6 +97,7 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
     // The whole suite (no filter given) starts with the code checks, which also compile the
     // benchmarks: formatting, and clippy with every warning an error.
     if extra.is_empty() {
+        warn_if_disk_is_short(root);
         hygiene(root)?;
     }
     apt::ensure_c_toolchain()?;
@@ -108,6 +110,41 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
         .args(["test", "--workspace"])
         .args(extra)
         .envs(servers.env()))
+}
+
+/// What the whole suite adds to the disk of a clean checkout: builds, the handler toolchains
+/// under `target/tools`, the test servers' data (about 10 GB measured, with room to spare).
+const SUITE_DISK_GB: u64 = 14;
+
+/// Says so up front when the disk has less room than the suite writes: a full disk fails
+/// dozens of unrelated tests at once, each with its own symptom.
+fn warn_if_disk_is_short(root: &Path) {
+    let Ok(output) = Command::new("df").args(["-Pk"]).arg(root).output() else {
+        return;
+    };
+    if let Some(gb) = available_gb(&String::from_utf8_lossy(&output.stdout))
+        && gb < SUITE_DISK_GB
+    {
+        eprintln!(
+            "warning: {gb} GB free on the disk of {}; the whole suite writes about \
+             {SUITE_DISK_GB} GB. Tests fail with \"No space left on device\" when it runs out: \
+             free some space (for example `cargo clean` in other checkouts).",
+            root.display()
+        );
+    }
+}
+
+/// The space available in `df -Pk` output (POSIX format: the second line's fourth field, in
+/// KiB), in whole GB.
+fn available_gb(df_output: &str) -> Option<u64> {
+    let kib: u64 = df_output
+        .lines()
+        .nth(1)?
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()?;
+    Some(kib / (1024 * 1024))
 }
 
 /// `cargo fmt --check` and `cargo clippy -D warnings` over every target of the workspace.
@@ -133,4 +170,20 @@ fn hygiene(root: &Path) -> Result<()> {
         "warnings",
     ]))
     .context("clippy found problems: fix them (the messages are above)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::available_gb;
+
+    #[test]
+    fn df_output_gives_the_space_available() {
+        let output = "Filesystem     1024-blocks     Used Available Capacity Mounted on\n\
+                      /dev/vda         264212084 65871144  29414744      70% /\n";
+        assert_eq!(available_gb(output), Some(28));
+        assert_eq!(
+            available_gb("df: /nowhere: No such file or directory\n"),
+            None
+        );
+    }
 }
