@@ -11,27 +11,42 @@ use spool::store::history::{AttemptRecord, KEPT_ATTEMPTS, Outcome};
 use spool::store::{AttemptId, ClaimRequest, Completion};
 use spool::task::{NewTask, Status, Task, TaskId, Transition};
 
-async fn enqueue(fixture: &Fixture, max_retry: u32) -> TaskId {
-    let task = NewTask {
+/// A task of type "a", due at once.
+fn due_task(max_retry: u32) -> NewTask {
+    NewTask {
         task_type: "a".into(),
         payload: "{}".into(),
         priority: 0,
         max_retry,
         run_at: Utc::now() - Span::seconds(1),
         idempotency_key: None,
-    };
-    fixture.store.enqueue(vec![task]).await.unwrap()[0].task.id
+    }
 }
 
-async fn claim_at(fixture: &Fixture, now: DateTime<Utc>) -> Task {
+async fn enqueue(fixture: &Fixture, max_retry: u32) -> TaskId {
+    fixture
+        .store
+        .enqueue(vec![due_task(max_retry)])
+        .await
+        .unwrap()[0]
+        .task
+        .id
+}
+
+/// Claims up to `limit` tasks of type "a" as owner "me", at `now`.
+async fn claim_up_to(fixture: &Fixture, limit: usize, now: DateTime<Utc>) -> Vec<Task> {
     let request = ClaimRequest {
         owner: "me".into(),
-        limit: 1,
+        limit,
         task_types: vec!["a".into()],
         now,
         lease: Duration::from_secs(30),
     };
-    let mut claimed = fixture.store.claim(&request).await.unwrap();
+    fixture.store.claim(&request).await.unwrap()
+}
+
+async fn claim_at(fixture: &Fixture, now: DateTime<Utc>) -> Task {
+    let mut claimed = claim_up_to(fixture, 1, now).await;
     assert_eq!(claimed.len(), 1, "a task is due");
     claimed.remove(0)
 }
@@ -322,25 +337,9 @@ pub async fn the_history_keeps_the_first_and_the_latest_attempts(fixture: &Fixtu
 pub async fn a_large_completion_batch_records_each_attempt_once(fixture: &Fixture) {
     // More than one insert statement's worth, with a last statement of an uneven length.
     const TASKS: usize = 300;
-    let tasks = (0..TASKS)
-        .map(|_| NewTask {
-            task_type: "a".into(),
-            payload: "{}".into(),
-            priority: 0,
-            max_retry: 0,
-            run_at: Utc::now() - Span::seconds(1),
-            idempotency_key: None,
-        })
-        .collect();
+    let tasks = (0..TASKS).map(|_| due_task(0)).collect();
     fixture.store.enqueue(tasks).await.unwrap();
-    let request = ClaimRequest {
-        owner: "me".into(),
-        limit: TASKS,
-        task_types: vec!["a".into()],
-        now: Utc::now(),
-        lease: Duration::from_secs(30),
-    };
-    let claimed = fixture.store.claim(&request).await.unwrap();
+    let claimed = claim_up_to(fixture, TASKS, Utc::now()).await;
     assert_eq!(claimed.len(), TASKS);
     let completions: Vec<Completion> = claimed
         .iter()
