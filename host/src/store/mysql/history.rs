@@ -168,8 +168,21 @@ pub(super) async fn record(
     }
     for chunk in super::bounded_chunks(ended, MOST_PER_INSERT, statement_bytes, Ended::bytes) {
         let length = padded::length_for(chunk.len());
+        // Padding repeats the chunk's first key without its texts: the server meets the key
+        // again and keeps the stored row.
+        let padding = Ended {
+            host: None,
+            plugin_version: None,
+            started_at: None,
+            error: None,
+            log: None,
+            ..chunk[0]
+        };
         let mut insert = sqlx::query(INSERTS.get(length));
-        for e in chunk {
+        for e in chunk
+            .iter()
+            .chain(std::iter::repeat_n(&padding, length - chunk.len()))
+        {
             insert = insert
                 .bind(e.task)
                 .bind(e.attempt)
@@ -180,21 +193,6 @@ pub(super) async fn record(
                 .bind(e.outcome.code() as i8)
                 .bind(e.error)
                 .bind(e.log);
-        }
-        // Padding repeats the chunk's first record without its texts: the server meets its
-        // key again and keeps the stored row.
-        let first = &chunk[0];
-        for _ in chunk.len()..length {
-            insert = insert
-                .bind(first.task)
-                .bind(first.attempt)
-                .bind(None::<&str>)
-                .bind(None::<&str>)
-                .bind(None::<i64>)
-                .bind(first.finished_at)
-                .bind(first.outcome.code() as i8)
-                .bind(None::<&str>)
-                .bind(None::<&str>);
         }
         insert.execute(&mut *conn).await?;
     }
