@@ -136,3 +136,63 @@ fn api_token_guards_changes_and_reads() {
     let (status, _) = host.get("/health");
     assert_eq!(status, 200);
 }
+
+/// Every body the API takes is a JSON object. A derived Rust struct would also read an array of
+/// its fields in order, so `[[], null, null, null, null, null, false, true]` would be a discard
+/// of every task; each route that takes a body must refuse it and change nothing.
+#[test]
+fn array_bodies_are_refused_on_every_route() {
+    let ws = Workspace::with_plugins(&["noop"]);
+    let host = ws.start(&[]);
+    let (status, body) = host.post("/tasks", &json!({"task_type": "noop", "delay": "1h"}));
+    assert_eq!(status, 201, "{body}");
+    let waiting = body["id"].clone();
+
+    let (_, spec) = host.get("/openapi.json");
+    let mut taking_a_body = Vec::new();
+    for (path, operations) in spec["paths"].as_object().unwrap() {
+        if operations["post"]["requestBody"].is_object() {
+            taking_a_body.push(path.clone());
+        }
+    }
+    taking_a_body.sort();
+    assert_eq!(
+        taking_a_body,
+        ["/tasks", "/tasks/batch", "/tasks/discard", "/tasks/retry"],
+        "a new route with a body: it is covered below, update this list"
+    );
+
+    let every_field_of_a_bulk_request = json!([[], null, null, null, null, null, false, true]);
+    let arrays = [
+        json!([[]]),
+        json!([]),
+        json!(["noop"]),
+        every_field_of_a_bulk_request,
+    ];
+    for path in &taking_a_body {
+        for array in &arrays {
+            let (status, body) = host.post(path, array);
+            assert_eq!(status, 422, "POST {path} {array}: {body}");
+            assert_eq!(body["error"]["code"], "invalid_request", "{body}");
+            let message = body["error"]["message"].as_str().unwrap();
+            assert!(message.contains("expected a JSON object"), "{message}");
+        }
+    }
+    let (status, body) = host.post("/tasks/batch", &json!({"tasks": [["noop"]]}));
+    assert_eq!(status, 422, "a task in a batch is an object too: {body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expected a JSON object"),
+        "{body}"
+    );
+
+    let tasks = host.all_tasks();
+    assert_eq!(tasks.len(), 1, "no refused body may add a task: {tasks:?}");
+    assert_eq!(tasks[0]["id"], waiting);
+    assert_eq!(
+        tasks[0]["status"], "pending",
+        "no refused body may discard the waiting task"
+    );
+}

@@ -16,6 +16,7 @@ pub mod error;
 pub mod guard;
 pub mod health;
 pub mod metrics;
+pub mod object;
 pub mod plugins;
 pub mod schedules;
 pub mod server;
@@ -76,7 +77,8 @@ pub struct AppState {
 }
 
 /// A JSON body whose rejections (malformed JSON, wrong fields, too large) are [`ApiError`]s,
-/// and which must arrive within the body timeout (408 `request_timeout` otherwise).
+/// and which must arrive within the body timeout (408 `request_timeout` otherwise). The body
+/// must be a JSON object ([`object::Object`]): an array is refused with 422 `invalid_request`.
 pub struct ApiJson<T>(pub T);
 
 impl<T: DeserializeOwned> FromRequest<Arc<AppState>> for ApiJson<T> {
@@ -84,8 +86,13 @@ impl<T: DeserializeOwned> FromRequest<Arc<AppState>> for ApiJson<T> {
 
     async fn from_request(request: Request, state: &Arc<AppState>) -> Result<Self, ApiError> {
         let timeout = state.config.body_timeout;
-        match tokio::time::timeout(timeout, Json::<T>::from_request(request, state)).await {
-            Ok(Ok(Json(value))) => Ok(ApiJson(value)),
+        match tokio::time::timeout(
+            timeout,
+            Json::<object::Object<T>>::from_request(request, state),
+        )
+        .await
+        {
+            Ok(Ok(Json(object::Object(value)))) => Ok(ApiJson(value)),
             Ok(Err(rejection)) => Err(rejection.into()),
             Err(_) => Err(ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,

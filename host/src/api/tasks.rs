@@ -282,6 +282,7 @@ fn latest_run_at() -> DateTime<Utc> {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchRequest {
+    #[serde(deserialize_with = "super::object::list")]
     pub tasks: Vec<EnqueueRequest>,
 }
 
