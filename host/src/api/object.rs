@@ -1,10 +1,10 @@
 //! Request bodies as JSON objects only.
 //!
 //! serde's derived `Deserialize` for a struct accepts two shapes: an object of named fields, and
-//! an array of the fields in declaration order (`[["noop"]]` is then a batch of one task of type
-//! `noop`). The API's description says object, and a client sending an array has made a mistake
-//! the host should name rather than guess at, so [`Object`] lets a struct be read from an object
-//! and nothing else. It wraps the deserializer, not the type: the structs keep their derived
+//! an array of the fields in declaration order (`["noop"]` is then a task of type `noop`). The
+//! API's description says object, and a client sending an array has made a mistake the host
+//! should name rather than guess at, so [`Object`] lets a struct be read from an object and
+//! nothing else. It wraps the deserializer, not the type: the structs keep their derived
 //! impls and their OpenAPI schemas.
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
@@ -31,7 +31,8 @@ where
 }
 
 /// A deserializer that reads a struct the way it reads a map, which for JSON means from an
-/// object only. Everything else goes through unchanged.
+/// object only. It is meant for structs: any other `T` is read by `deserialize_any`, by the
+/// shape of the value itself, which suits numbers, strings and options but not enums.
 struct MapsOnly<D>(D);
 
 impl<'de, D: Deserializer<'de>> Deserializer<'de> for MapsOnly<D> {
