@@ -159,13 +159,16 @@ fn new_task(task_type: &str, i: usize) -> NewTask {
 
 /// The default concurrency (8 × cores) and the largest claim a host makes under a backlog:
 /// every slot free plus as many tasks ahead as its ready queue takes at most
-/// (`spool::worker::ready::MAX_AHEAD`). The drain prints how many it really claimed per
+/// (`spool::worker::run::ready::MAX_AHEAD`). The drain prints how many it really claimed per
 /// statement.
 fn default_concurrency() -> (usize, usize) {
     let concurrency = Config::from_settings(Settings::default())
         .unwrap()
         .concurrency;
-    (concurrency, concurrency + spool::worker::ready::MAX_AHEAD)
+    (
+        concurrency,
+        concurrency + spool::worker::run::ready::MAX_AHEAD,
+    )
 }
 
 /// The load averages (1, 5, 15 minutes), as `uptime` shows them.

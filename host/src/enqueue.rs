@@ -3,16 +3,14 @@
 
 use chrono::{DateTime, Utc};
 
+use spool_rules::limits::MAX_RETRY;
+use spool_rules::names::{
+    MAX_IDEMPOTENCY_KEY, RESERVED_KEY_PREFIX, is_reserved_key, is_valid_idempotency_key,
+    is_valid_task_type,
+};
+
 use crate::plugins::Registry;
 use crate::task::NewTask;
-use crate::task::is_valid_task_type;
-
-/// Longest accepted idempotency key, in characters (Unicode scalar values, as JSON Schema's
-/// `maxLength` counts them).
-pub const MAX_IDEMPOTENCY_KEY: usize = 255;
-/// The most retries a task may be given: enough for any backoff schedule, and far from where
-/// counting attempts (`max_retry + 1`) or a database's 32-bit column could overflow.
-pub const MAX_RETRY: u32 = 1000;
 
 /// A task as a caller describes it, before defaults.
 #[derive(Debug, Clone)]
@@ -48,8 +46,66 @@ pub enum RejectReason {
         "idempotency_key must be 1 to {MAX_IDEMPOTENCY_KEY} characters, without control characters"
     )]
     BadIdempotencyKey,
-    #[error("max_retry {0} is out of range: at most {MAX_RETRY}")]
+    #[error("max_retry {0} is out of range: {shown}", shown = MAX_RETRY.shown)]
     MaxRetryOutOfRange(u32),
+    #[error(
+        "idempotency_key {0:?}: keys starting with `{RESERVED_KEY_PREFIX}` are reserved for the keys the host makes (scheduled ticks, follow-up tasks); choose another key"
+    )]
+    ReservedKey(String),
+    #[error(
+        "payload is a JSON string that starts with {{ or [, a JSON document encoded twice; send the object or array itself: \"payload\": {{\"k\": 1}}, not \"payload\": \"{{\\\"k\\\": 1}}\""
+    )]
+    DoubleEncoded,
+    #[error("give either run_at or delay, not both")]
+    RunAtAndDelay,
+    #[error("run_at {0} is out of range: at most 9999-12-31T23:59:59Z")]
+    RunAtOutOfRange(DateTime<Utc>),
+}
+
+/// What a string payload may not look like: JSON whitespace, then `{` or `[` (the OpenAPI
+/// description gives it as the payload's `not`).
+pub const DOUBLE_ENCODED_PATTERN: &str = "^[ \t\r\n]*[\\[{]";
+
+/// Refuses a payload that is a JSON string starting with `{` or `[`: a document encoded
+/// twice (or a broken one), which the handler would receive as a quoted string.
+pub fn check_not_double_encoded(payload: &serde_json::Value) -> Result<(), RejectReason> {
+    let serde_json::Value::String(text) = payload else {
+        return Ok(());
+    };
+    let inner = text.trim_start_matches([' ', '\t', '\r', '\n']);
+    if inner.starts_with('{') || inner.starts_with('[') {
+        return Err(RejectReason::DoubleEncoded);
+    }
+    Ok(())
+}
+
+/// Refuses a key an application chose that is one of the host's own (see
+/// [`spool_rules::names::RESERVED_KEY_PREFIX`]): only schedules and follow-ups make those.
+pub fn check_caller_key(key: Option<&str>) -> Result<(), RejectReason> {
+    match key {
+        Some(key) if is_reserved_key(key) => Err(RejectReason::ReservedKey(key.to_string())),
+        _ => Ok(()),
+    }
+}
+
+/// When a task asked for with `run_at` or `delay` (at most one of them) is due, from `now`. A
+/// time long ago is simply due (and every database can store the epoch); the latest is the end
+/// of year 9999, the last an RFC 3339 time can name.
+pub fn due_at(
+    run_at: Option<DateTime<Utc>>,
+    delay: Option<std::time::Duration>,
+    now: DateTime<Utc>,
+) -> Result<DateTime<Utc>, RejectReason> {
+    let latest = DateTime::parse_from_rfc3339("9999-12-31T23:59:59.999999999Z")
+        .expect("a valid time")
+        .to_utc();
+    match (run_at, delay) {
+        (Some(_), Some(_)) => Err(RejectReason::RunAtAndDelay),
+        (Some(at), None) if at > latest => Err(RejectReason::RunAtOutOfRange(at)),
+        (Some(at), None) => Ok(at.max(DateTime::UNIX_EPOCH)),
+        (None, Some(delay)) => Ok(now + crate::task::chrono_duration(delay)),
+        (None, None) => Ok(now),
+    }
 }
 
 /// Checks a request against the registered task types and limits, and applies the type's
@@ -78,13 +134,11 @@ pub fn prepare(
         return Err(RejectReason::PayloadNotJson(error.to_string()));
     }
     if let Some(key) = &request.idempotency_key
-        && (key.is_empty()
-            || key.chars().count() > MAX_IDEMPOTENCY_KEY
-            || key.chars().any(char::is_control))
+        && !is_valid_idempotency_key(key)
     {
         return Err(RejectReason::BadIdempotencyKey);
     }
-    if let Some(max_retry) = request.max_retry.filter(|&m| m > MAX_RETRY) {
+    if let Some(max_retry) = request.max_retry.filter(|m| !MAX_RETRY.contains(m)) {
         return Err(RejectReason::MaxRetryOutOfRange(max_retry));
     }
     Ok(NewTask {

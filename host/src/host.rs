@@ -17,15 +17,15 @@ use crate::plugins::{self, PluginLoader, Registry};
 use crate::sandbox::grants::{GrantsRoot, Trusted};
 use crate::sandbox::{self, Sandbox};
 use crate::shutdown::{Shutdown, Stage};
-use crate::store::{self, StoreError};
-use crate::worker::completer::Completer;
-use crate::worker::dispatcher::Dispatcher;
-use crate::worker::in_flight::InFlight;
-use crate::worker::leader::{Elector, Leadership};
-use crate::worker::lease_keeper::LeaseKeeper;
-use crate::worker::rescuer::Rescuer;
-use crate::worker::services::StoreServices;
+use crate::store::{self, SharedStore, StoreError};
+use crate::worker::run::completer::Completer;
+use crate::worker::run::dispatcher::Dispatcher;
+use crate::worker::run::in_flight::InFlight;
+use crate::worker::run::lease_keeper::LeaseKeeper;
+use crate::worker::run::services::StoreServices;
 use crate::worker::supervisor::{ServiceFailures, supervise};
+use crate::worker::upkeep::leader::{Elector, Leadership};
+use crate::worker::upkeep::rescuer::Rescuer;
 
 /// Where the compiled-code cache key is kept in the store's host-wide values.
 const CACHE_KEY_NAME: &str = "compiled-code-cache-key";
@@ -95,14 +95,58 @@ fn host_id() -> String {
     )
 }
 
-/// Starts a host with `config`.
+/// Starts a host with `config`, in three steps: [`open`] the database, the sandbox and the
+/// grants root; [`load`] the plugin folder; [`spawn`] the services and the API. A host that
+/// cannot do one of them stops there with what went wrong, having started nothing.
 pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     let config = Arc::new(config);
     let host_id = host_id();
     // Process-wide, once: what GET /metrics renders (crate::instruments).
     crate::instruments::install();
+    let opened = open(&config).await?;
+    let loaded = load(&config, &opened.loader).await?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| StartError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: config.listen,
+        source,
+    })?;
     let shutdown = Shutdown::new();
+    let failures = Arc::new(ServiceFailures::default());
+    let stopped = spawn(
+        config.clone(),
+        &host_id,
+        opened,
+        loaded,
+        listener,
+        &shutdown,
+        &failures,
+    )
+    .await?;
+    tracing::info!(%addr, host_id = %host_id, concurrency = config.concurrency, database = %store::describe_url(&config.database_url), "serving");
+    Ok(RunningHost {
+        addr,
+        host_id,
+        shutdown,
+        stopped,
+        failures,
+    })
+}
 
+/// What a host works with: the store, the sandbox, and the loader that compiles plugins into it.
+struct Opened {
+    store: SharedStore,
+    sandbox: Sandbox,
+    loader: Arc<PluginLoader>,
+}
+
+/// Opens the grants root, the store (applying migrations) and the sandbox, and reads the
+/// compiled-code cache key from the database.
+async fn open(config: &Config) -> Result<Opened, StartError> {
     // Opened once, before anything else: folder grants are opened beneath it on every attempt.
     let database_file = config.sqlite_file();
     let mut trusted = vec![
@@ -136,7 +180,6 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     let cache_key = sandbox::CacheKey::from_hex(&cache_key).ok_or_else(|| {
         StoreError::Database(format!("the stored `{CACHE_KEY_NAME}` is not 64 hex digits; delete that row of spool_meta to make a new one"))
     })?;
-    let registry = Arc::new(Registry::new());
     let loader = Arc::new(PluginLoader {
         cache: Some(sandbox.artifact_cache(&config.cache_dir, cache_key)),
         sandbox: sandbox.clone(),
@@ -146,7 +189,23 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         max_bytes: config.max_plugin_size,
         compile_slots: PluginLoader::compile_slots(),
     });
-    // Watch first, then load: a change made while loading is seen and applied afterwards.
+    Ok(Opened {
+        store,
+        sandbox,
+        loader,
+    })
+}
+
+/// The task types the plugin folder registers, and the watch that keeps them in step with it.
+struct Loaded {
+    registry: Arc<Registry>,
+    watch: Option<FolderWatch>,
+}
+
+/// Loads the plugin folder. The watch is set up first, so a change made while loading is
+/// seen and applied afterwards.
+async fn load(config: &Config, loader: &Arc<PluginLoader>) -> Result<Loaded, StartError> {
+    let registry = Arc::new(Registry::new());
     let watch = match FolderWatch::establish(&config.plugins) {
         Ok(watch) => Some(watch),
         Err(error) => {
@@ -162,18 +221,27 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
             "no task types are loaded: add NAME.wasm handler components to the plugin folder"
         );
     }
+    Ok(Loaded { registry, watch })
+}
 
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| StartError::Bind {
-            addr: config.listen,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Bind {
-        addr: config.listen,
-        source,
-    })?;
-
+/// Builds every service of the host, spawns them and the API server on `listener`, and
+/// returns the task that stops them in order once `shutdown` reaches its graceful stage.
+async fn spawn(
+    config: Arc<Config>,
+    host_id: &str,
+    opened: Opened,
+    loaded: Loaded,
+    listener: tokio::net::TcpListener,
+    shutdown: &Shutdown,
+    failures: &Arc<ServiceFailures>,
+) -> Result<JoinHandle<()>, StartError> {
+    let Opened {
+        store,
+        sandbox,
+        loader,
+    } = opened;
+    let Loaded { registry, watch } = loaded;
+    let host_id = host_id.to_string();
     // Attempts run on their own threads so CPU-bound handlers cannot starve the API.
     let sandbox_threads = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -192,9 +260,9 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         tracing::info!("woken by the database on every enqueue, from any host or application");
     }
     let in_flight = Arc::new(InFlight::default());
-    let paused = Arc::new(crate::worker::paused::PausedTypes::default());
-    let estimates = Arc::new(crate::worker::estimates::Estimates::default());
-    let finished = Arc::new(crate::worker::finished::Finished::default());
+    let paused = Arc::new(crate::worker::run::paused::PausedTypes::default());
+    let estimates = Arc::new(crate::worker::run::estimates::Estimates::default());
+    let finished = Arc::new(crate::worker::run::finished::Finished::default());
     let (completer, updates) = Completer::new(store.clone(), shutdown.clone());
     let completer = completer.publish_to(finished.clone());
     // One group commit for every enqueue of this host: the API's and the handlers' follow-ups.
@@ -244,7 +312,6 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         shutdown: shutdown.clone(),
     };
     let leadership = Arc::new(Leadership::default());
-    let failures = Arc::new(ServiceFailures::default());
     let elector = Elector {
         store: store.clone(),
         owner: host_id.clone(),
@@ -276,26 +343,26 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         database: store::describe_url(&config.database_url),
         shutdown: shutdown.clone(),
     };
-    // The backlog history behind GET /stats, sampled by the leader (crate::worker::sampler).
-    let sampler = crate::worker::sampler::Sampler {
+    // The backlog history behind GET /stats, sampled by the leader (crate::worker::upkeep::sampler).
+    let sampler = crate::worker::upkeep::sampler::Sampler {
         store: store.clone(),
         interval: config.stats_interval,
         leadership: leadership.clone(),
         shutdown: shutdown.clone(),
     };
-    // Retention: finished tasks move to the archive, on the leader (crate::worker::archiver).
+    // Retention: finished tasks move to the archive, on the leader (crate::worker::upkeep::archiver).
     let archiver = config
         .retention()
-        .map(|retention| crate::worker::archiver::Archiver {
+        .map(|retention| crate::worker::upkeep::archiver::Archiver {
             store: store.clone(),
             retention,
             interval: config.archive_interval,
             leadership: leadership.clone(),
             shutdown: shutdown.clone(),
         });
-    // Periodic tasks, enqueued by the leader (crate::worker::scheduler).
-    let schedule_board = Arc::new(crate::worker::scheduler::ScheduleBoard::default());
-    let scheduler = crate::worker::scheduler::Scheduler {
+    // Periodic tasks, enqueued by the leader (crate::worker::upkeep::scheduler).
+    let schedule_board = Arc::new(crate::worker::upkeep::scheduler::ScheduleBoard::default());
+    let scheduler = crate::worker::upkeep::scheduler::Scheduler {
         store: store.clone(),
         registry: registry.clone(),
         configured: config.schedules.clone(),
@@ -378,12 +445,5 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         tracing::info!("stopped; every task is either finished or back in the queue");
     });
 
-    tracing::info!(%addr, host_id = %host_id, concurrency = config.concurrency, database = %store::describe_url(&config.database_url), "serving");
-    Ok(RunningHost {
-        addr,
-        host_id,
-        shutdown,
-        stopped,
-        failures,
-    })
+    Ok(stopped)
 }

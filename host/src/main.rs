@@ -1063,7 +1063,7 @@ impl ArchiveArgs {
 /// `spool archive`: one pass of the archiver (or a dry run), straight against the database, so
 /// it works whether or not a host is running (a running leader's own passes simply find less).
 async fn archive(args: ArchiveArgs) -> Result<()> {
-    use spool::worker::archiver;
+    use spool::worker::upkeep::archiver;
     let file = match &args.config {
         Some(path) => Settings::from_file(path, true)?,
         None => Settings::from_file(std::path::Path::new("spool.toml"), false)?,

@@ -26,7 +26,7 @@
 //! A tick is an instant. Its task's idempotency key is [`Schedule::idempotency_key`]:
 //! `spool:schedule:SOURCE:NAME:TICK` (the tick in RFC 3339 UTC with milliseconds) within the
 //! task type, so any number of hosts enqueueing the same tick create one task. The API refuses
-//! keys starting with [`RESERVED_KEY_PREFIX`], so no caller can take a tick's key first.
+//! keys starting with `spool:` ([`RESERVED_KEY_PREFIX`]), so no caller can take a tick's key first.
 //!
 //! [`due`] is the catch-up rule: of the ticks after `after` (the later of when the schedule was
 //! first seen and its last enqueued tick) and at or before `now`, only the latest is due. A host
@@ -40,10 +40,8 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::plugins::loader::is_valid_task_type;
-
-/// Idempotency keys the host makes begin with this; API callers cannot use it.
-pub const RESERVED_KEY_PREFIX: &str = "spool:";
+use spool_rules::limits::MAX_RETRY;
+use spool_rules::names::{RESERVED_KEY_PREFIX, is_valid_task_type};
 /// The name of a schedule that has none.
 pub const DEFAULT_NAME: &str = "default";
 /// The shortest `every`.
@@ -311,10 +309,10 @@ pub fn check_entries(
                     .expect("JSON values serialize")
             }
         };
-        if let Some(max_retry) = entry.max_retry.filter(|m| *m > crate::enqueue::MAX_RETRY) {
+        if let Some(max_retry) = entry.max_retry.filter(|m| !MAX_RETRY.contains(m)) {
             return Err(format!(
-                "{at}.max_retry = {max_retry}: use at most {}",
-                crate::enqueue::MAX_RETRY
+                "{at}.max_retry = {max_retry}: use {}",
+                MAX_RETRY.shown
             ));
         }
         checked.push((
@@ -590,7 +588,7 @@ mod tests {
             "spool:schedule:config:nightly:2026-03-01T03:00:00.000Z"
         );
         assert!(key.starts_with(RESERVED_KEY_PREFIX));
-        assert!(key.len() <= crate::enqueue::MAX_IDEMPOTENCY_KEY);
+        assert!(key.len() <= spool_rules::names::MAX_IDEMPOTENCY_KEY);
         assert!(
             schedule
                 .first_seen_name()

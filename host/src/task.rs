@@ -27,17 +27,6 @@ use crate::backoff::Backoff;
 /// Identifier of a task: the row id in the task table.
 pub type TaskId = i64;
 
-/// Whether `name` is usable as a task type: 1 to 64 ASCII letters, digits, `_` or `-`. A task
-/// type is also the file stem of its plugin (`NAME.wasm`), so the rule keeps it a plain file
-/// name on every system. `spool plugin build` holds the same rule (`spool-toolchain`).
-pub fn is_valid_task_type(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
-
 /// Where a task is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -417,33 +406,6 @@ mod tests {
     }
 
     use super::*;
-
-    #[test]
-    fn task_type_names() {
-        assert!(is_valid_task_type("report"));
-        assert!(is_valid_task_type("send-email_v2"));
-        assert!(!is_valid_task_type(""));
-        assert!(!is_valid_task_type("has space"));
-        assert!(!is_valid_task_type("dots.not.allowed"));
-        assert!(!is_valid_task_type(&"x".repeat(65)));
-    }
-
-    #[cfg(feature = "toolchain")]
-    #[test]
-    fn builds_name_task_types_as_the_host_does() {
-        let mut names: Vec<String> = ["report", "send-email_v2", "has space", "a.b", "é", "a/b"]
-            .map(String::from)
-            .to_vec();
-        names.extend((0..=65).map(|n| "x".repeat(n)));
-        names.extend((0u8..=127).map(|b| char::from(b).to_string()));
-        for name in &names {
-            assert_eq!(
-                spool_toolchain::is_valid_task_type(name),
-                is_valid_task_type(name),
-                "{name:?}"
-            );
-        }
-    }
 
     fn now() -> DateTime<Utc> {
         DateTime::from_timestamp(1_800_000_000, 0).unwrap()

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, IoContext, Result};
 use crate::files::write_if_changed;
-use crate::{HANDLER_WIT, Language, c, fingerprint, go, is_valid_task_type, javascript};
+use spool_rules::names::is_valid_task_type;
+
+use crate::{HANDLER_WIT, Language, c, fingerprint, go, javascript};
 use crate::{python, rust, zig};
 
 /// The host's verdict on a manifest's text: `Err` holds the message the host would refuse it

@@ -29,8 +29,8 @@
 //! hands the check in: [`BuildRequest::check_manifest`] is the host's verdict on a manifest's
 //! text, which the `spool` binary fills with its own parser. This crate needs nothing of the
 //! host, and the host stays the one owner of what a manifest means. The other rule both
-//! share, which names can be task types, is five lines ([`is_valid_task_type`]); the host's
-//! tests check that its own rule agrees.
+//! share, which names can be task types, comes from the crate that defines it for every Spool
+//! crate (`spool_rules::names::is_valid_task_type`).
 
 mod build;
 mod c;
@@ -55,16 +55,6 @@ use std::path::PathBuf;
 
 /// The handler contract (`wit/handler.wit`) the host implements.
 pub const HANDLER_WIT: &str = include_str!("../../wit/handler.wit");
-
-/// Whether `name` is usable as a task type: 1 to 64 ASCII letters, digits, `_` or `-` (the
-/// host's rule: a task type is also the file stem of its plugin).
-pub fn is_valid_task_type(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
 
 /// Where pinned toolchains go unless `--tools-dir` says otherwise: `$XDG_CACHE_HOME/spool/tools`
 /// or `~/.cache/spool/tools`.

@@ -8,7 +8,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
-use crate::{HANDLER_WIT, Language, is_valid_task_type};
+use spool_rules::names::is_valid_task_type;
+
+use crate::{HANDLER_WIT, Language};
 
 /// A file of a template: its path in the new project and its contents.
 struct TemplateFile {

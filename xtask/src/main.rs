@@ -169,12 +169,77 @@ fn hygiene(root: &Path) -> Result<()> {
         "-D",
         "warnings",
     ]))
-    .context("clippy found problems: fix them (the messages are above)")
+    .context("clippy found problems: fix them (the messages are above)")?;
+    check_one_feature_set(root)
+}
+
+/// Fails when the host's dependencies would be compiled with other features for its tests and
+/// benchmarks than for its binary, naming them: each such difference compiles the dependency
+/// (and everything above it) a second time. `workspace-hack/Cargo.toml` turns the missing
+/// features on for every build.
+fn check_one_feature_set(root: &Path) -> Result<()> {
+    let tree = |extra: &[&str]| -> Result<String> {
+        let output = cargo()
+            .current_dir(root)
+            .args(["tree", "-p", "spool", "--target", "all", "--prefix", "none"])
+            .args(["--format", "{p} {f}"])
+            .args(extra)
+            .output()
+            .context("cannot run cargo tree")?;
+        if !output.status.success() {
+            bail!(
+                "cargo tree failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    };
+    let built = tree(&["--edges", "no-dev"])?;
+    let tested = tree(&[])?;
+    let differing = features_that_differ(&built, &tested);
+    if differing.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "these dependencies of the host get other features in its tests and benchmarks than in \
+         its binary, so they would be compiled twice; add their test features to \
+         workspace-hack/Cargo.toml:\n  built: {}",
+        differing.join("\n  built: ")
+    )
+}
+
+/// The `{p} {f}` lines of `built` (package and features, from `cargo tree`) that `tested` does
+/// not list the same way.
+fn features_that_differ(built: &str, tested: &str) -> Vec<String> {
+    let lines = |text: &str| -> std::collections::BTreeSet<String> {
+        text.lines()
+            .map(|line| line.replace(" (*)", "").replace(" (proc-macro)", ""))
+            .map(|line| line.trim().to_string())
+            .filter(|line| !line.is_empty())
+            .collect()
+    };
+    let tested = lines(tested);
+    lines(built)
+        .into_iter()
+        .filter(|line| !tested.contains(line))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::available_gb;
+    use super::{available_gb, features_that_differ};
+
+    #[test]
+    fn a_dependency_with_other_features_in_tests_is_named() {
+        let built =
+            "spool v0.1.0 (/x/host) default\nsyn v2.0.1 full,derive\nserde v1.0.0 std (*)\n";
+        let tested = "spool v0.1.0 (/x/host) default\nsyn v2.0.1 full,derive,fold\nserde v1.0.0 std\nfantoccini v0.22.0 \n";
+        assert_eq!(
+            features_that_differ(built, tested),
+            ["syn v2.0.1 full,derive"]
+        );
+        assert!(features_that_differ(tested, tested).is_empty());
+    }
 
     #[test]
     fn df_output_gives_the_space_available() {

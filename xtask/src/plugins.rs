@@ -1,5 +1,6 @@
-//! The guest plugins: installs the wasm targets they build for, builds every guest crate in
-//! `plugins/`, and copies the example handlers into the plugin folder.
+//! The guest plugins: installs the wasm targets they build for, builds the guest crates in
+//! `plugins/` (all of them for the tests, the examples alone for the demo), and copies the
+//! example handlers into the plugin folder.
 
 use crate::{cargo, run};
 use anyhow::{Context, Result};
@@ -34,28 +35,41 @@ fn ensure_target(target: &str) -> Result<()> {
     })
 }
 
-/// Builds every guest crate and copies the examples into the plugin folder.
+/// Builds every guest crate (what the tests and benchmarks use) and copies the examples into
+/// the plugin folder.
 pub fn build_plugins(root: &Path) -> Result<()> {
-    ensure_target(WASM_TARGET)?;
-    ensure_target(WASIP1_TARGET)?;
-    let plugins = root.join("plugins");
-    run(cargo()
-        .current_dir(&plugins)
-        .args(["build", "--release", "--target", WASM_TARGET])
-        .env_remove("CARGO_TARGET_DIR"))?;
+    build(root, &[])?;
     for command in COMMANDS {
-        run(cargo()
-            .current_dir(&plugins)
-            .args([
-                "build",
-                "--release",
-                "--target",
-                WASIP1_TARGET,
-                "-p",
-                command,
-            ])
-            .env_remove("CARGO_TARGET_DIR"))?;
+        build_for(root, WASIP1_TARGET, &["-p", command])?;
     }
+    copy_examples(root)
+}
+
+/// Builds only the example handlers, the ones the demo runs, and copies them into the plugin
+/// folder.
+pub fn build_examples(root: &Path) -> Result<()> {
+    let packages: Vec<&str> = EXAMPLES.iter().flat_map(|name| ["-p", name]).collect();
+    build(root, &packages)?;
+    copy_examples(root)
+}
+
+/// `cargo build --release` of the guest workspace for wasm32-wasip2 (`packages`: `-p` options;
+/// none builds them all).
+fn build(root: &Path, packages: &[&str]) -> Result<()> {
+    build_for(root, WASM_TARGET, packages)
+}
+
+fn build_for(root: &Path, target: &str, packages: &[&str]) -> Result<()> {
+    ensure_target(target)?;
+    run(cargo()
+        .current_dir(root.join("plugins"))
+        .args(["build", "--release", "--target", target])
+        .args(packages)
+        .env_remove("CARGO_TARGET_DIR"))
+}
+
+fn copy_examples(root: &Path) -> Result<()> {
+    let plugins = root.join("plugins");
     let built = plugins.join("target").join(WASM_TARGET).join("release");
     for name in EXAMPLES {
         let wasm = built.join(format!("{name}.wasm"));

@@ -6,7 +6,6 @@
 //! on the servers `cargo xtask test` starts; see `databases.rs` for when those are skipped).
 
 mod databases;
-mod rules;
 mod sqlite_upgrade;
 
 use chrono::Utc;

@@ -29,7 +29,10 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::config::ConfigError;
+/// An `[alerts]` table that cannot be used: the message names the field and what to write.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct AlertSettingsError(pub String);
 
 /// How long a firing alert waits before it is sent again while it lasts.
 pub const DEFAULT_COOLDOWN: Duration = Duration::from_secs(30 * 60);
@@ -299,21 +302,19 @@ pub struct AlertsConfig {
     pub channels: Vec<ChannelConfig>,
 }
 
-impl Default for AlertsConfig {
-    fn default() -> Self {
-        AlertsConfig::from_settings(None, crate::config::DEFAULT_LISTEN.parse().unwrap())
-            .expect("the defaults are valid")
-    }
-}
-
 impl AlertsConfig {
+    /// The rules and channels of a host with no `[alerts]` table, listening on `listen`.
+    pub fn defaults_for(listen: SocketAddr) -> AlertsConfig {
+        AlertsConfig::from_settings(None, listen).expect("the defaults are valid")
+    }
+
     /// Validates the `[alerts]` table; `listen` gives the default dashboard link.
     pub fn from_settings(
         settings: Option<AlertSettings>,
         listen: SocketAddr,
-    ) -> Result<AlertsConfig, ConfigError> {
+    ) -> Result<AlertsConfig, AlertSettingsError> {
         let settings = settings.unwrap_or_default();
-        let error = |text: String| ConfigError(format!("alerts.{text}"));
+        let error = |text: String| AlertSettingsError(format!("alerts.{text}"));
         let positive = |value: Option<Duration>, name: &str, default: Duration| {
             let value = value.unwrap_or(default);
             if value.is_zero() {
@@ -490,12 +491,12 @@ fn rule_from(rule: RuleSettings) -> Result<Rule, String> {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<AlertsConfig, ConfigError> {
+    fn parse(text: &str) -> Result<AlertsConfig, AlertSettingsError> {
         #[derive(Deserialize)]
         struct File {
             alerts: Option<AlertSettings>,
         }
-        let file: File = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
+        let file: File = toml::from_str(text).map_err(|e| AlertSettingsError(e.to_string()))?;
         AlertsConfig::from_settings(file.alerts, "127.0.0.1:8787".parse().unwrap())
     }
 

@@ -20,7 +20,7 @@ use super::rules::{self, Active, Condition, Evaluator, Notice};
 use crate::plugins::Registry;
 use crate::shutdown::{Shutdown, Stage};
 use crate::store::{SharedStore, StoreError};
-use crate::worker::leader::Leadership;
+use crate::worker::upkeep::leader::Leadership;
 
 /// How long a database check may take before it counts as "not answering".
 const PING_TIMEOUT: Duration = Duration::from_secs(5);

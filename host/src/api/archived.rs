@@ -1,7 +1,7 @@
 //! Archived tasks in the task endpoints: `GET /tasks/{id}` finds a task that moved to the archive
 //! (marked `archived: true` with its `archived_at`), and a retry or cancel of one answers 409
 //! saying so. Listings (`GET /tasks`) show the live table only. See
-//! [`crate::worker::archiver`] for when tasks move.
+//! [`crate::worker::upkeep::archiver`] for when tasks move.
 
 use axum::http::StatusCode;
 

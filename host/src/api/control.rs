@@ -16,10 +16,10 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::{ApiError, ErrorBody};
 use super::plugins::PolicyView;
 use super::{ApiJson, ApiPath, AppState};
-use crate::plugins::loader::is_valid_task_type;
 use crate::store::StatusCounts;
 use crate::store::control::{self, BulkAction, MAX_SELECTED_IDS, TaskSelection};
 use crate::task::{Status, TaskId};
+use spool_rules::names::is_valid_task_type;
 
 /// The longest `error_contains`, in characters.
 pub const MAX_ERROR_TEXT: usize = 1000;

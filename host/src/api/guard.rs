@@ -19,52 +19,17 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use std::net::{IpAddr, SocketAddr};
+use spool_rules::authority::{Authority, Host};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::error::ApiError;
 use super::server::ConnectionInfo;
 use crate::config::Config;
 
-/// A host name or address as a `Host` header, an `Origin` or `allowed_hosts` gives it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Name {
-    Ip(IpAddr),
-    Domain(String),
-}
-
-/// `NAME`, `NAME:PORT`, `IPV4:PORT` or `[IPV6]:PORT`, lower-cased; `None` if malformed.
-fn parse_authority(authority: &str) -> Option<(Name, Option<u16>)> {
-    let authority = authority.trim().to_ascii_lowercase();
-    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
-        let (ip, after) = rest.split_once(']')?;
-        let port = match after {
-            "" => None,
-            _ => Some(after.strip_prefix(':')?),
-        };
-        (Name::Ip(IpAddr::V6(ip.parse().ok()?)), port)
-    } else {
-        let (host, port) = match authority.split_once(':') {
-            Some((host, port)) => (host.to_string(), Some(port)),
-            None => (authority.clone(), None),
-        };
-        if host.is_empty()
-            || !host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
-        {
-            return None;
-        }
-        match host.parse::<std::net::Ipv4Addr>() {
-            Ok(ip) => (Name::Ip(IpAddr::V4(ip)), port),
-            Err(_) => (Name::Domain(host), port),
-        }
-    };
-    let port = match port {
-        Some(port) => Some(port.parse::<u16>().ok()?),
-        None => None,
-    };
-    Some((host, port))
+/// `NAME`, `NAME:PORT`, `IPV4:PORT` or `[IPV6]:PORT`, names lower-cased; `None` if malformed.
+fn parse_authority(authority: &str) -> Option<(Host, Option<u16>)> {
+    Authority::parse(authority).map(|Authority { host, port }| (host, port))
 }
 
 /// The names this host answers to.
@@ -77,7 +42,7 @@ pub struct HostPolicy {
     /// Whether the API listens on loopback, so loopback names are its own.
     loopback: bool,
     /// `allowed_hosts`: a name without a port allows every port.
-    extra: Vec<(Name, Option<u16>)>,
+    extra: Vec<Authority>,
 }
 
 impl HostPolicy {
@@ -86,7 +51,7 @@ impl HostPolicy {
         let extra: Vec<_> = config
             .allowed_hosts
             .iter()
-            .filter_map(|name| parse_authority(name))
+            .filter_map(|name| Authority::parse(name))
             .collect();
         HostPolicy {
             listen: config.listen,
@@ -97,16 +62,13 @@ impl HostPolicy {
     }
 
     /// Whether `name:port` names this host, reached on `local`.
-    fn allows(&self, name: &Name, port: u16, local: SocketAddr) -> bool {
+    fn allows(&self, name: &Host, port: u16, local: SocketAddr) -> bool {
         let own_port = port == local.port();
         let own_name = match name {
-            Name::Ip(ip) => *ip == local.ip() || (self.loopback && ip.is_loopback()),
-            Name::Domain(domain) => self.loopback && domain == "localhost",
+            Host::Ip(ip) => *ip == local.ip() || (self.loopback && ip.is_loopback()),
+            Host::Domain(domain) => self.loopback && domain == "localhost",
         };
-        (own_name && own_port)
-            || self.extra.iter().any(|(allowed, allowed_port)| {
-                allowed == name && allowed_port.is_none_or(|p| p == port)
-            })
+        (own_name && own_port) || self.extra.iter().any(|allowed| allowed.admits(name, port))
     }
 
     /// Checks the request's `Host` (or absolute-form target); `Err` names what was refused.

@@ -1,4 +1,6 @@
-//! The HTTP API (axum): the only module that speaks HTTP, server side and client side.
+//! The HTTP API (axum): its routes, errors and OpenAPI description, and the client that calls
+//! it. (Outbound HTTP of other kinds lives with its purpose: alert webhooks in `alerts`, a
+//! handler's `wasi:http` requests in `sandbox`.)
 //!
 //! [`router`] builds the whole application from shared state, so tests can drive it without a
 //! socket. Routes and the OpenAPI description are registered together (utoipa-axum), which is
@@ -12,11 +14,14 @@ pub mod auth;
 pub mod client;
 pub mod control;
 pub mod dashboard;
+pub mod durations;
 pub mod error;
 pub mod guard;
 pub mod health;
+pub mod long_poll;
 pub mod metrics;
 pub mod object;
+pub mod paging;
 pub mod plugins;
 pub mod schedules;
 pub mod server;
@@ -55,23 +60,23 @@ pub struct AppState {
     /// Group-commits enqueues.
     pub enqueuer: crate::enqueue::Enqueuer,
     /// Attempts running here, so a cancel can interrupt them.
-    pub in_flight: Arc<crate::worker::in_flight::InFlight>,
+    pub in_flight: Arc<crate::worker::run::in_flight::InFlight>,
     /// Which host runs maintenance.
-    pub leadership: Arc<crate::worker::leader::Leadership>,
+    pub leadership: Arc<crate::worker::upkeep::leader::Leadership>,
     /// Services that died (the host is then stopping); `/health` reports them.
     pub failures: Arc<crate::worker::supervisor::ServiceFailures>,
     /// Attempt times and the due backlog, for estimated completion times.
-    pub estimates: Arc<crate::worker::estimates::Estimates>,
+    pub estimates: Arc<crate::worker::run::estimates::Estimates>,
     /// Tasks just committed here, for requests waiting on a task (`GET /tasks/{id}?wait=`).
-    pub finished: Arc<crate::worker::finished::Finished>,
+    pub finished: Arc<crate::worker::run::finished::Finished>,
     /// Ends waiting requests when the host stops.
     pub shutdown: crate::shutdown::Shutdown,
     /// What this host knows of the periodic tasks' ticks (`GET /schedules`).
-    pub schedules: Arc<crate::worker::scheduler::ScheduleBoard>,
+    pub schedules: Arc<crate::worker::upkeep::scheduler::ScheduleBoard>,
     /// The backlog, read at most every few seconds for `GET /stats` and `GET /metrics`.
     pub stats: Arc<stats::BacklogCache>,
     /// Task types paused on this database, as this host's dispatcher obeys them.
-    pub paused: Arc<crate::worker::paused::PausedTypes>,
+    pub paused: Arc<crate::worker::run::paused::PausedTypes>,
     /// Alert channels, this host's firing alerts and the drill.
     pub alerts: Arc<crate::alerts::Alerts>,
 }

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::plugins::manifest::Capabilities;
+use crate::sandbox::capabilities::Capabilities;
 
 /// A loaded task type.
 #[derive(Debug, Serialize, ToSchema)]

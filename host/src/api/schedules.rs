@@ -12,7 +12,7 @@ use super::AppState;
 use super::error::ApiError;
 use crate::schedule::Source;
 use crate::task::TaskId;
-use crate::worker::scheduler::all_schedules;
+use crate::worker::upkeep::scheduler::all_schedules;
 
 /// One periodic task.
 #[derive(Debug, Serialize, ToSchema)]

@@ -64,11 +64,11 @@ pub fn describe(config: &Config, base: utoipa::openapi::OpenApi) -> Value {
     schemas["BatchRequest"]["properties"]["tasks"]["maxItems"] = json!(config.max_batch);
     // A string payload that starts with `{` or `[` is a document encoded twice: refused.
     schemas["EnqueueRequest"]["properties"]["payload"]["not"] =
-        json!({ "type": "string", "pattern": super::tasks::DOUBLE_ENCODED_PATTERN });
+        json!({ "type": "string", "pattern": crate::enqueue::DOUBLE_ENCODED_PATTERN });
     // `wait` up to this host's `max_wait`.
     if let Some(parameters) = spec["paths"]["/tasks/{id}"]["get"]["parameters"].as_array_mut() {
         for parameter in parameters.iter_mut().filter(|p| p["name"] == "wait") {
-            parameter["schema"]["pattern"] = json!(super::tasks::wait_pattern(config.max_wait));
+            parameter["schema"]["pattern"] = json!(super::durations::wait_pattern(config.max_wait));
         }
     }
     add_links(&mut spec);

@@ -1,5 +1,5 @@
 //! `GET /stats`: the queue's history for the dashboard's overview, read from the points the
-//! leader's sampler keeps ([`crate::worker::sampler`]), and the backlog now.
+//! leader's sampler keeps ([`crate::worker::upkeep::sampler`]), and the backlog now.
 //!
 //! The shape is flat and stable: one series per task type, each a list of points oldest first,
 //! every point self-contained (its time, its span, the backlog at its end, what finished in it).
@@ -20,7 +20,7 @@ use super::AppState;
 use super::error::{ApiError, ErrorBody};
 use crate::store::stats::{Backlog, StatsPoint, Tier};
 use crate::store::{Store, StoreError};
-use crate::worker::sampler::{self, MINUTE_MS};
+use crate::worker::upkeep::sampler::{self, MINUTE_MS};
 
 /// How long a backlog read is reused.
 pub const BACKLOG_TTL: Duration = Duration::from_secs(5);

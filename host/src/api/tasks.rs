@@ -7,38 +7,18 @@ use axum::response::IntoResponse;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use std::time::Duration;
 use utoipa::{IntoParams, ToSchema};
 
+use super::durations::{Delay, delay_schema, parse_wait};
 use super::error::{ApiError, ErrorBody};
+use super::paging::{DEFAULT_PAGE, MAX_PAGE};
 use super::{ApiJson, ApiPath, AppState};
-use crate::enqueue::{RejectReason, TaskRequest, prepare};
+use crate::enqueue::{
+    RejectReason, TaskRequest, check_caller_key, check_not_double_encoded, due_at, prepare,
+};
 use crate::store::TaskFilter;
-use crate::task::{Enqueued, NewTask, Status, Task, TaskId, chrono_duration};
-use crate::worker::estimates::Estimator;
-
-/// Default and largest page of a listing, in tasks.
-const DEFAULT_PAGE: usize = 50;
-const MAX_PAGE: usize = 1000;
-/// A listing page stops taking tasks once their payloads, results, logs and errors would pass
-/// this many bytes (a page holds at least one task, however large).
-pub const PAGE_BYTES: usize = 4 << 20;
-/// Tasks are read from the database a few at a time while a page fills, so that a listing
-/// holds about this many bytes of rows at once even when every row is as large as allowed.
-const READ_BYTES: usize = 16 << 20;
-/// What an attempt's error and progress note may add to a row, beyond payload, result and log.
-const ROW_EXTRA_BYTES: usize = 64 << 10;
-
-/// The longest `delay`: 100 years of 365.25 days.
-pub const MAX_DELAY: Duration = Duration::from_secs(36_525 * 86_400);
-/// The pattern `delay` text follows: a whole number and one unit, each unit's number short
-/// enough to stay within [`MAX_DELAY`]. [`Delay::to_duration`] accepts exactly these.
-pub const DELAY_PATTERN: &str = "^([0-9]{1,12}ms|[0-9]{1,9}s|[0-9]{1,7}m|[0-9]{1,5}h|[0-9]{1,4}d)$";
-
-/// The pattern of `wait` on a host whose longest wait is the default, 60 s: [`wait_pattern`]
-/// of [`crate::config::DEFAULT_MAX_WAIT`] (a host with a lower `max_wait` describes its own).
-pub const WAIT_PATTERN: &str =
-    "^((0|[1-9]|[1-5][0-9]{1}|60)s?|(0|[1-9][0-9]{0,3}|[1-5][0-9]{4}|60000)ms)$";
+use crate::task::{Enqueued, NewTask, Status, Task, TaskId};
+use crate::worker::run::estimates::Estimator;
 
 /// Options of `GET /tasks/{id}`.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -54,67 +34,6 @@ pub struct WaitQuery {
         example = "30s"
     )]
     pub wait: Option<String>,
-}
-
-/// The regular expression of canonical whole numbers (no leading zero) from 0 to `n`.
-fn numbers_up_to(n: u128) -> String {
-    let digits: Vec<u8> = n.to_string().bytes().map(|b| b - b'0').collect();
-    let len = digits.len();
-    let mut alternatives = vec!["0".to_string()];
-    if len >= 2 {
-        alternatives.push(match len {
-            2 => "[1-9]".to_string(),
-            _ => format!("[1-9][0-9]{{0,{}}}", len - 2),
-        });
-    }
-    for (i, &digit) in digits.iter().enumerate() {
-        let lowest = u8::from(i == 0);
-        if digit <= lowest {
-            continue;
-        }
-        let prefix: String = digits[..i].iter().map(|d| char::from(b'0' + d)).collect();
-        let class = if digit - 1 == lowest {
-            lowest.to_string()
-        } else {
-            format!("[{lowest}-{}]", digit - 1)
-        };
-        let rest = match len - i - 1 {
-            0 => String::new(),
-            rest => format!("[0-9]{{{rest}}}"),
-        };
-        alternatives.push(format!("{prefix}{class}{rest}"));
-    }
-    if n > 0 {
-        alternatives.push(n.to_string());
-    }
-    alternatives.join("|")
-}
-
-/// The pattern `wait` follows on a host whose longest wait is `max`: exactly the values
-/// [`parse_wait`] accepts.
-pub fn wait_pattern(max: Duration) -> String {
-    format!(
-        "^(({})s?|({})ms)$",
-        numbers_up_to(u128::from(max.as_secs())),
-        numbers_up_to(max.as_millis())
-    )
-}
-
-/// A `wait` value: whole seconds (`30`, `30s`) or milliseconds (`500ms`), written without
-/// leading zeros, at most `max`.
-fn parse_wait(text: &str, max: Duration) -> Option<Duration> {
-    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-    let (number, unit) = text.split_at(digits);
-    if digits == 0 || (digits > 1 && number.starts_with('0')) || digits > 20 {
-        return None;
-    }
-    let number: u64 = number.parse().ok()?;
-    let wait = match unit {
-        "" | "s" => Duration::from_secs(number),
-        "ms" => Duration::from_millis(number),
-        _ => return None,
-    };
-    (wait <= max).then_some(wait)
 }
 
 /// A task to enqueue.
@@ -189,93 +108,6 @@ where
             std::any::type_name::<T>()
         ))
     })
-}
-
-/// The schema of `delay`: null, a number of seconds, or text in [`DELAY_PATTERN`].
-fn delay_schema() -> utoipa::openapi::schema::Schema {
-    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, SchemaType, Type};
-    OneOfBuilder::new()
-        .item(ObjectBuilder::new().schema_type(Type::Null))
-        .item(
-            ObjectBuilder::new()
-                .schema_type(SchemaType::new(Type::Number))
-                .minimum(Some(0.0))
-                .maximum(Some(MAX_DELAY.as_secs_f64())),
-        )
-        .item(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .pattern(Some(DELAY_PATTERN)),
-        )
-        .examples([serde_json::json!("30s")])
-        .build()
-        .into()
-}
-
-/// A delay given as seconds or as a whole number with a unit.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum Delay {
-    Seconds(f64),
-    Text(String),
-}
-
-impl Delay {
-    /// The delay, if it is one [`delay_schema`] describes.
-    fn to_duration(&self) -> Result<Duration, ApiError> {
-        let out_of_range = || {
-            ApiError::invalid(format!(
-                "delay {self} is out of range: at most 100 years (3155760000 seconds)"
-            ))
-        };
-        let duration = match self {
-            Delay::Seconds(s) if *s >= 0.0 => Duration::try_from_secs_f64(*s).map_err(|_| out_of_range())?,
-            Delay::Seconds(s) => return Err(ApiError::invalid(format!("delay {s} must be zero or more seconds"))),
-            Delay::Text(text) => parse_delay(text).ok_or_else(|| {
-                ApiError::invalid(format!(
-                    "delay `{text}` is not a duration: write a whole number with one unit, ms, s, m, h or d (\"90s\", \"5m\", \"36h\"), or seconds as a number"
-                ))
-            })?,
-        };
-        if duration > MAX_DELAY {
-            return Err(out_of_range());
-        }
-        Ok(duration)
-    }
-}
-
-impl std::fmt::Display for Delay {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Delay::Seconds(s) => write!(f, "{s}"),
-            Delay::Text(text) => write!(f, "`{text}`"),
-        }
-    }
-}
-
-/// Parses text that matches [`DELAY_PATTERN`], and nothing else.
-fn parse_delay(text: &str) -> Option<Duration> {
-    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-    let (number, unit) = text.split_at(digits);
-    let (unit_ms, most_digits) = match unit {
-        "ms" => (1, 12),
-        "s" => (1_000, 9),
-        "m" => (60_000, 7),
-        "h" => (3_600_000, 5),
-        "d" => (86_400_000, 4),
-        _ => return None,
-    };
-    if !(1..=most_digits).contains(&digits) {
-        return None;
-    }
-    Some(Duration::from_millis(number.parse::<u64>().ok()? * unit_ms))
-}
-
-/// The latest `run_at` accepted: the end of year 9999, the last an RFC 3339 time can name.
-fn latest_run_at() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("9999-12-31T23:59:59.999999999Z")
-        .expect("a valid time")
-        .to_utc()
 }
 
 /// A batch of tasks, inserted all together or not at all.
@@ -417,26 +249,7 @@ impl EnqueueResponse {
     }
 }
 
-/// What a string payload may not look like: JSON whitespace, then `{` or `[` (described in
-/// the OpenAPI description as the payload's `not`).
-pub const DOUBLE_ENCODED_PATTERN: &str = "^[ \t\r\n]*[\\[{]";
-
-/// Refuses a payload that is a JSON string starting with `{` or `[`: a document encoded
-/// twice (or a broken one), which the handler would receive as a quoted string.
-fn check_payload(payload: &serde_json::Value) -> Result<(), ApiError> {
-    let serde_json::Value::String(text) = payload else {
-        return Ok(());
-    };
-    let inner = text.trim_start_matches([' ', '\t', '\r', '\n']);
-    if inner.starts_with('{') || inner.starts_with('[') {
-        return Err(ApiError::invalid(
-            "payload is a JSON string that starts with { or [, a JSON document encoded twice; send the object or array itself: \"payload\": {\"k\": 1}, not \"payload\": \"{\\\"k\\\": 1}\"",
-        ));
-    }
-    Ok(())
-}
-
-/// This host's completion estimates (see [`crate::worker::estimates`]).
+/// This host's completion estimates (see [`crate::worker::run::estimates`]).
 fn estimator(state: &AppState) -> Estimator<'_> {
     Estimator {
         estimates: &state.estimates,
@@ -495,29 +308,12 @@ fn new_task(
     state: &AppState,
     now: DateTime<Utc>,
 ) -> Result<NewTask, ApiError> {
-    check_payload(&request.payload)?;
-    if let Some(key) = &request.idempotency_key
-        && key.starts_with(crate::schedule::RESERVED_KEY_PREFIX)
-    {
-        return Err(ApiError::invalid(format!(
-            "idempotency_key {key:?}: keys starting with `{}` are reserved for the keys the host makes (scheduled ticks, follow-up tasks); choose another key",
-            crate::schedule::RESERVED_KEY_PREFIX
-        )));
-    }
-    let run_at = match (request.run_at, &request.delay) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::invalid("give either run_at or delay, not both"));
-        }
-        (Some(at), None) if at > latest_run_at() => {
-            return Err(ApiError::invalid(format!(
-                "run_at {at} is out of range: at most 9999-12-31T23:59:59Z"
-            )));
-        }
-        // Every database can store it, and a task due long ago is simply due.
-        (Some(at), None) => at.max(DateTime::UNIX_EPOCH),
-        (None, Some(delay)) => now + chrono_duration(delay.to_duration()?),
-        (None, None) => now,
-    };
+    let invalid = |reason: RejectReason| ApiError::invalid(reason.to_string());
+    check_not_double_encoded(&request.payload)
+        .and_then(|()| check_caller_key(request.idempotency_key.as_deref()))
+        .map_err(invalid)?;
+    let delay = request.delay.as_ref().map(Delay::to_duration).transpose()?;
+    let run_at = due_at(request.run_at, delay, now).map_err(invalid)?;
     let request = TaskRequest {
         task_type: request.task_type,
         payload: request.payload.to_string(),
@@ -661,31 +457,8 @@ pub async fn get_task(
         }
         read => read?,
     };
-    if let (Some(wait), Some(mut finished)) = (wait, finished) {
-        let deadline = tokio::time::Instant::now() + wait;
-        let stopping = state.shutdown.reached(crate::shutdown::Stage::Graceful);
-        tokio::pin!(stopping);
-        let mut woken_by_completer = true;
-        while !task.status.is_final() && tokio::time::Instant::now() < deadline {
-            let recheck =
-                (tokio::time::Instant::now() + crate::worker::finished::RECHECK).min(deadline);
-            let read_again = tokio::select! {
-                () = &mut stopping => break,
-                () = tokio::time::sleep_until(recheck) => true,
-                batch = finished.recv(), if woken_by_completer => match batch {
-                    Ok(ids) => ids.contains(&id),
-                    // Fell behind: whatever was missed may have been this task.
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                        woken_by_completer = false;
-                        false
-                    }
-                },
-            };
-            if read_again {
-                task = read_task(&state, id).await?;
-            }
-        }
+    if let (Some(wait), Some(finished)) = (wait, finished) {
+        task = super::long_poll::until_final(&state, task, wait, finished).await?;
     }
     let estimated_done_at = estimator(&state).for_task(&task).await?;
     let history = state.store.attempt_history(id).await?;
@@ -698,7 +471,7 @@ pub async fn get_task(
 }
 
 /// One task, or 404.
-async fn read_task(state: &AppState, id: TaskId) -> Result<Task, ApiError> {
+pub(super) async fn read_task(state: &AppState, id: TaskId) -> Result<Task, ApiError> {
     match state.store.get(id).await? {
         Some(task) => Ok(task),
         None => Err(crate::store::StoreError::NotFound(id).into()),
@@ -725,13 +498,6 @@ pub async fn list_tasks(
             "limit {limit} is out of range: 1 to {MAX_PAGE}"
         )));
     }
-    // Rows are read a few at a time, as many as fit READ_BYTES if each were as large as this
-    // host lets a row grow, and the page stops at PAGE_BYTES.
-    let largest_row = state.config.max_payload
-        + state.config.max_result
-        + crate::sandbox::output::DEFAULT_LOG_LIMIT
-        + ROW_EXTRA_BYTES;
-    let per_read = (READ_BYTES / largest_row).clamp(1, limit);
     if let Some(text) = &query.error_contains {
         let length = text.chars().count();
         if !(1..=super::control::MAX_ERROR_TEXT).contains(&length) {
@@ -741,69 +507,26 @@ pub async fn list_tasks(
             )));
         }
     }
-    let mut filter = TaskFilter {
+    let filter = TaskFilter {
         status: query.status,
         task_type: query.task_type,
         before_id: query.before,
-        limit: per_read,
+        limit,
         error_contains: query.error_contains,
         since: query.since,
         until: query.until,
     };
-    let mut page: Vec<TaskView> = Vec::new();
-    let mut bytes = 0;
-    let more = 'fill: loop {
-        filter.limit = per_read.min(limit - page.len());
-        let tasks = state.store.list(&filter).await?;
-        let exhausted = tasks.len() < filter.limit;
-        for task in tasks {
-            let size = data_bytes(&task);
-            if !page.is_empty() && bytes + size > PAGE_BYTES {
-                break 'fill true;
-            }
-            bytes += size;
-            filter.before_id = Some(task.id);
-            page.push(TaskView::from(task));
-        }
-        if exhausted {
-            break false;
-        }
-        if page.len() == limit {
-            break true;
-        }
-    };
-    let next_before = if more {
-        page.last().map(|t| t.id)
-    } else {
-        None
-    };
+    let (tasks, next_before) = super::paging::read_page(
+        state.store.as_ref(),
+        filter,
+        super::paging::largest_row(&state.config),
+    )
+    .await?;
+    let page = tasks.into_iter().map(TaskView::from).collect();
     Ok(Json(TaskPage {
         tasks: page,
         next_before,
     }))
-}
-
-/// What a task's data weighs in a listing: its payload (as JSON), result, log, error and
-/// progress note.
-fn data_bytes(task: &Task) -> usize {
-    struct Counter(usize);
-    impl std::io::Write for Counter {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut payload = Counter(0);
-    let _ = serde_json::to_writer(&mut payload, &task.payload);
-    let text = |field: &Option<String>| field.as_ref().map_or(0, String::len);
-    payload.0
-        + text(&task.result)
-        + text(&task.log)
-        + text(&task.last_error)
-        + text(&task.progress_note)
 }
 
 /// Send a failed or cancelled task back to the queue with a fresh retry budget.
@@ -857,157 +580,7 @@ pub async fn cancel_task(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn delays_follow_their_pattern_exactly() {
-        assert_eq!(parse_delay("90s"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_delay("5m"), Some(Duration::from_secs(300)));
-        assert_eq!(parse_delay("0036h"), Some(Duration::from_secs(36 * 3600)));
-        assert_eq!(
-            parse_delay("9999d"),
-            Some(Duration::from_secs(9999 * 86_400))
-        );
-        assert_eq!(
-            parse_delay("999999999999ms"),
-            Some(Duration::from_millis(999_999_999_999))
-        );
-        for bad in [
-            "",
-            "s",
-            "90",
-            "1h30m",
-            "1h 30m",
-            " 5m",
-            "5 m",
-            "5M",
-            "99999d",
-            "1000000000s",
-            "-5s",
-            "5.5s",
-            "٣s",
-            "1y",
-        ] {
-            assert_eq!(parse_delay(bad), None, "{bad:?}");
-        }
-        // Every delay the pattern allows is within the longest delay.
-        for longest in [
-            "999999999999ms",
-            "999999999s",
-            "9999999m",
-            "99999h",
-            "9999d",
-        ] {
-            assert!(parse_delay(longest).unwrap() <= MAX_DELAY, "{longest}");
-        }
-        let seconds = |s: f64| Delay::Seconds(s).to_duration().map_err(|e| e.status);
-        assert_eq!(seconds(MAX_DELAY.as_secs_f64()), Ok(MAX_DELAY));
-        assert!(seconds(MAX_DELAY.as_secs_f64() + 1.0).is_err());
-        assert!(seconds(1e300).is_err());
-        assert!(seconds(-0.5).is_err());
-    }
-
-    #[test]
-    fn waits_follow_their_pattern_exactly() {
-        assert_eq!(wait_pattern(crate::config::DEFAULT_MAX_WAIT), WAIT_PATTERN);
-        assert_eq!(
-            wait_pattern(Duration::from_millis(200)),
-            "^((0)s?|(0|[1-9][0-9]{0,1}|1[0-9]{2}|200)ms)$"
-        );
-        let max = Duration::from_secs(60);
-        assert_eq!(parse_wait("30s", max), Some(Duration::from_secs(30)));
-        assert_eq!(parse_wait("30", max), Some(Duration::from_secs(30)));
-        assert_eq!(parse_wait("60s", max), Some(max));
-        assert_eq!(parse_wait("0", max), Some(Duration::ZERO));
-        assert_eq!(parse_wait("500ms", max), Some(Duration::from_millis(500)));
-        assert_eq!(parse_wait("60000ms", max), Some(max));
-        for bad in [
-            "",
-            "s",
-            "61s",
-            "60001ms",
-            "030s",
-            "1m",
-            "5 s",
-            "-1",
-            "1.5s",
-            "99999999999999999999999s",
-        ] {
-            assert_eq!(parse_wait(bad, max), None, "{bad:?}");
-        }
-        // Every number up to a few past the limit, in both units: the pattern (checked here
-        // by its own alternatives) and the parser agree.
-        for max_ms in [200u64, 1_000, 5_500, 60_000] {
-            let max = Duration::from_millis(max_ms);
-            let pattern = wait_pattern(max);
-            for n in 0..max_ms + 50 {
-                for unit in ["", "s", "ms"] {
-                    let text = format!("{n}{unit}");
-                    assert_eq!(
-                        parse_wait(&text, max).is_some(),
-                        matches_pattern(&pattern, &text),
-                        "{text} against {pattern}"
-                    );
-                }
-            }
-        }
-    }
-
-    /// Whether `text` matches a pattern made by [`wait_pattern`]: a small matcher for exactly
-    /// that shape (alternatives of digits, `[a-b]` classes and `{m}` / `{m,n}` repeats).
-    fn matches_pattern(pattern: &str, text: &str) -> bool {
-        let body = &pattern[3..pattern.len() - 2];
-        let (seconds, millis) = body.split_once(")s?|(").unwrap();
-        let millis = millis.trim_end_matches(")ms");
-        let number_matches = |alternatives: &str, number: &str| {
-            alternatives
-                .split('|')
-                .any(|alt| matches_number(alt, number))
-        };
-        if let Some(number) = text.strip_suffix("ms") {
-            return number_matches(millis, number);
-        }
-        let number = text.strip_suffix('s').unwrap_or(text);
-        number_matches(seconds, number)
-    }
-
-    fn matches_number(alternative: &str, number: &str) -> bool {
-        // Tokens: a digit, or a class [a-b], each optionally followed by {m} or {m,n}.
-        let mut tokens: Vec<(u8, u8, usize, usize)> = Vec::new();
-        let bytes = alternative.as_bytes();
-        let mut i = 0;
-        while i < bytes.len() {
-            let (low, high) = if bytes[i] == b'[' {
-                let token = (bytes[i + 1], bytes[i + 3]);
-                i += 5;
-                token
-            } else {
-                i += 1;
-                (bytes[i - 1], bytes[i - 1])
-            };
-            let (mut least, mut most) = (1, 1);
-            if bytes.get(i) == Some(&b'{') {
-                let end = i + alternative[i..].find('}').unwrap();
-                let counts = &alternative[i + 1..end];
-                match counts.split_once(',') {
-                    Some((a, b)) => (least, most) = (a.parse().unwrap(), b.parse().unwrap()),
-                    None => (least, most) = (counts.parse().unwrap(), counts.parse().unwrap()),
-                }
-                i = end + 1;
-            }
-            tokens.push((low, high, least, most));
-        }
-        fn rest(tokens: &[(u8, u8, usize, usize)], text: &[u8]) -> bool {
-            let Some(&(low, high, least, most)) = tokens.first() else {
-                return text.is_empty();
-            };
-            (least..=most).any(|count| {
-                text.len() >= count
-                    && text[..count].iter().all(|c| (low..=high).contains(c))
-                    && rest(&tokens[1..], &text[count..])
-            })
-        }
-        rest(&tokens, number.as_bytes())
-    }
+    use crate::api::durations::{DELAY_PATTERN, MAX_DELAY};
 
     #[test]
     fn whole_numbers_may_be_written_with_a_zero_fraction() {
@@ -1043,11 +616,11 @@ mod tests {
         let fields = &spec["components"]["schemas"]["EnqueueRequest"]["properties"];
         assert_eq!(
             fields["max_retry"]["maximum"],
-            serde_json::json!(crate::enqueue::MAX_RETRY)
+            serde_json::json!(spool_rules::limits::MAX_RETRY.max)
         );
         assert_eq!(
             fields["idempotency_key"]["maxLength"],
-            serde_json::json!(crate::enqueue::MAX_IDEMPOTENCY_KEY)
+            serde_json::json!(spool_rules::names::MAX_IDEMPOTENCY_KEY)
         );
         let delay = fields["delay"]["oneOf"].as_array().unwrap();
         assert_eq!(delay[1]["maximum"].as_f64(), Some(MAX_DELAY.as_secs_f64()));

@@ -166,7 +166,9 @@ macro_rules! settings {
                 let config = Config {
                     $($name,)*
                     schedules: Vec::new(),
-                    alerts: crate::alerts::config::AlertsConfig::default(),
+                    alerts: crate::alerts::config::AlertsConfig::defaults_for(
+                        crate::config::DEFAULT_LISTEN.parse().expect("a valid default"),
+                    ),
                 };
                 crate::config::finish(config, alerts, schedule, &origins)
             }

@@ -27,15 +27,24 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::backoff::Backoff;
-use crate::worker::archiver::{
+use crate::worker::upkeep::archiver::{
     DEFAULT_ARCHIVE_AFTER, DEFAULT_ARCHIVE_INTERVAL, DEFAULT_ARCHIVE_RETENTION,
     DEFAULT_DEAD_LETTER_RETENTION, Retention,
 };
 use define::settings;
 use origin::Origins;
 use rules::{
-    Any, AtLeastOne, Fraction, HostNames, Positive, PositiveAtMost, Size, Token, ZeroMeans,
-    show_size,
+    Any, AtLeastOne, Fraction, HostNames, Positive, PositiveAtMost, Size, SizeWithin, Token,
+    Within, ZeroMeans,
+};
+use spool_rules::limits::{
+    BACKOFF, DEFAULT_MAX_PAYLOAD, EFFECT_RETENTION, KV_KEYS, MAX_RETRY, MEMORY, TIMEOUT,
+};
+use spool_rules::size::show_size;
+
+use crate::plugins::policy::{
+    DEFAULT_EFFECT_RETENTION, DEFAULT_FUEL, DEFAULT_KV_MAX_BYTES, DEFAULT_KV_MAX_KEYS,
+    DEFAULT_MAX_RETRY, DEFAULT_MEMORY, DEFAULT_TIMEOUT, Defaults,
 };
 
 /// The database when none is configured: a file in the working directory.
@@ -54,30 +63,14 @@ pub const DEFAULT_RESCUE_INTERVAL: Duration = Duration::from_secs(15);
 pub const DEFAULT_STATS_INTERVAL: Duration = Duration::from_secs(10);
 /// How long running tasks get to finish on shutdown before they are returned to pending.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
-/// The essay's default: three retries after the first attempt.
-pub const DEFAULT_MAX_RETRY: u32 = 3;
-/// Fuel per attempt: a few seconds of pure computation on current hardware.
-pub const DEFAULT_FUEL: u64 = 10_000_000_000;
-/// Wall-clock time per attempt, waiting in host calls included.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Where compiled plugins are cached, relative to the working directory.
 pub const DEFAULT_CACHE_DIR: &str = ".spool/cache";
 /// The name of the default grants root, a folder beside the plugin folder.
 pub const DEFAULT_GRANTS_ROOT_NAME: &str = "plugin-data";
 /// The largest result a handler may return.
 pub const DEFAULT_MAX_RESULT: usize = 1 << 20;
-/// Linear memory per attempt.
-pub const DEFAULT_MEMORY: usize = 256 << 20;
-/// The largest payload accepted; a task table is no place for files.
-pub const DEFAULT_MAX_PAYLOAD: usize = 1 << 20;
 /// The largest plugin file (component or module) the plugin folder may hold.
 pub const DEFAULT_MAX_PLUGIN_SIZE: usize = 128 << 20;
-/// Keys one task type may keep in its key-value store.
-pub const DEFAULT_KV_MAX_KEYS: u64 = 10_000;
-/// Bytes (keys and values together) one task type may keep in its key-value store.
-pub const DEFAULT_KV_MAX_BYTES: u64 = 64 << 20;
-/// How long the effect ledger remembers a recorded effect.
-pub const DEFAULT_EFFECT_RETENTION: Duration = Duration::from_secs(30 * 86_400);
 /// The largest request body (a batch of payloads).
 pub const DEFAULT_MAX_BODY: usize = 16 << 20;
 /// The most tasks one batch request may enqueue.
@@ -191,19 +184,19 @@ settings! {
     max_retry: u32 {
         env: "SPOOL_MAX_RETRY",
         default: DEFAULT_MAX_RETRY,
-        rule: Any,
+        rule: Within(MAX_RETRY),
     },
     /// Delay before the first retry; doubles each retry
     backoff_base: Duration {
         env: "SPOOL_BACKOFF_BASE",
         default: crate::backoff::DEFAULT_BASE,
-        rule: Positive,
+        rule: Within(BACKOFF),
     },
     /// Longest delay between retries
     backoff_max: Duration {
         env: "SPOOL_BACKOFF_MAX",
         default: crate::backoff::DEFAULT_MAX_DELAY,
-        rule: Positive,
+        rule: Within(BACKOFF),
     },
     /// Spread each retry delay by ± this fraction
     backoff_jitter: f64 {
@@ -221,7 +214,7 @@ settings! {
     timeout: Duration {
         env: "SPOOL_TIMEOUT",
         default: DEFAULT_TIMEOUT,
-        rule: Positive,
+        rule: Within(TIMEOUT),
     },
     /// Folder for compiled plugins, keyed by content hash
     cache_dir: PathBuf {
@@ -252,7 +245,7 @@ settings! {
     memory: String => usize {
         env: "SPOOL_MEMORY",
         default: DEFAULT_MEMORY,
-        rule: Size,
+        rule: SizeWithin(MEMORY),
     },
     /// Largest accepted task payload, e.g. 1MiB
     max_payload: String => usize {
@@ -282,7 +275,7 @@ settings! {
     kv_max_keys: u64 {
         env: "SPOOL_KV_MAX_KEYS",
         default: DEFAULT_KV_MAX_KEYS,
-        rule: Any,
+        rule: Within(KV_KEYS),
     },
     /// Bytes (keys and values) a task type may keep in its key-value store, unless its manifest says otherwise, e.g. 64MiB
     kv_max_bytes: String => usize {
@@ -294,7 +287,7 @@ settings! {
     effect_retention: Duration {
         env: "SPOOL_EFFECT_RETENTION",
         default: DEFAULT_EFFECT_RETENTION,
-        rule: Positive,
+        rule: Within(EFFECT_RETENTION),
     },
     /// Move finished tasks to the archive table and purge the archive, on the leading host (false: keep every task in the live table)
     archive: bool {
@@ -470,38 +463,9 @@ fn finish(
         }
     }
     config.schedules = schedules(&schedule, config.max_payload)?;
-    config.alerts = crate::alerts::config::AlertsConfig::from_settings(alerts, config.listen)?;
+    config.alerts = crate::alerts::config::AlertsConfig::from_settings(alerts, config.listen)
+        .map_err(|error| ConfigError(error.to_string()))?;
     Ok(config)
-}
-
-/// Per-task-type defaults; a plugin's manifest overrides them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Defaults {
-    pub max_retry: u32,
-    pub backoff: Backoff,
-    pub fuel: u64,
-    pub timeout: Duration,
-    pub memory_bytes: usize,
-    /// What a type may keep in its key-value store.
-    pub kv_max_keys: u64,
-    pub kv_max_bytes: u64,
-    /// How long the effect ledger remembers a type's effects.
-    pub effect_retention: Duration,
-}
-
-impl Default for Defaults {
-    fn default() -> Self {
-        Defaults {
-            max_retry: DEFAULT_MAX_RETRY,
-            backoff: Backoff::default(),
-            fuel: DEFAULT_FUEL,
-            timeout: DEFAULT_TIMEOUT,
-            memory_bytes: DEFAULT_MEMORY,
-            kv_max_keys: DEFAULT_KV_MAX_KEYS,
-            kv_max_bytes: DEFAULT_KV_MAX_BYTES,
-            effect_retention: DEFAULT_EFFECT_RETENTION,
-        }
-    }
 }
 
 impl Config {

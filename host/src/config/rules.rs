@@ -8,7 +8,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::plugins::manifest::parse_byte_size;
+use spool_rules::authority::Authority;
+use spool_rules::limits::Bounds;
+use spool_rules::size::{parse_byte_size, show_size};
 
 /// Checks a value given for a setting of source type `R` and turns it into the value used.
 pub trait Rule<R> {
@@ -101,6 +103,42 @@ impl Rule<String> for Size {
     }
 }
 
+/// A value within one of the ranges a task's policy shares with manifests and the API
+/// ([`spool_rules::limits`]).
+pub struct Within<T: 'static>(pub Bounds<T>);
+
+impl<T: Show + PartialOrd + Copy> Rule<T> for Within<T> {
+    type Out = T;
+    fn check(&self, given: T) -> Result<T, String> {
+        if self.0.contains(&given) {
+            Ok(given)
+        } else {
+            Err(format!("must be {}, got {}", self.0.shown, given.show()))
+        }
+    }
+    fn show(&self, value: &T) -> String {
+        value.show()
+    }
+}
+
+/// A size (as [`Size`] reads it) within one of the policy ranges.
+pub struct SizeWithin(pub Bounds<usize>);
+
+impl Rule<String> for SizeWithin {
+    type Out = usize;
+    fn check(&self, given: String) -> Result<usize, String> {
+        let size = parse_byte_size(&given)?;
+        if self.0.contains(&size) {
+            Ok(size)
+        } else {
+            Err(format!("must be {}, got {}", self.0.shown, show_size(size)))
+        }
+    }
+    fn show(&self, value: &usize) -> String {
+        show_size(*value)
+    }
+}
+
 /// A fraction from 0 to 1.
 pub struct Fraction;
 
@@ -157,14 +195,11 @@ impl Rule<Vec<String>> for HostNames {
             .iter()
             .map(|name| name.trim().to_ascii_lowercase())
             .filter(|name| !name.is_empty())
-            .map(|name| {
-                if name.contains(['/', '@', ' ', '\t']) {
-                    Err(format!(
-                        "`{name}` is not a host name; write NAME or NAME:PORT"
-                    ))
-                } else {
-                    Ok(name)
-                }
+            .map(|name| match Authority::parse(&name) {
+                Some(_) => Ok(name),
+                None => Err(format!(
+                    "`{name}` is not a host name; write NAME or NAME:PORT"
+                )),
             })
             .collect()
     }
@@ -224,16 +259,6 @@ impl Show for Duration {
             .expect("every whole number of milliseconds divides by 1");
         format!("{}{unit}", millis / size)
     }
-}
-
-/// Bytes in the largest binary unit that divides them exactly (`1MiB`, `64KiB`, `100`).
-pub fn show_size(bytes: usize) -> String {
-    for (size, unit) in [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] {
-        if bytes >= size && bytes.is_multiple_of(size) {
-            return format!("{}{unit}", bytes / size);
-        }
-    }
-    bytes.to_string()
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 
 use chrono::Utc;
 use sha2::{Digest, Sha256};
+use spool_rules::names::is_valid_task_type;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::AsRawFd;
@@ -18,8 +19,7 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{Manifest, Plugin, Registry};
-use crate::config::Defaults;
+use super::{Defaults, Manifest, Plugin, Registry};
 use crate::sandbox::grants::GrantsRoot;
 use crate::sandbox::{ArtifactCache, CacheUse, Sandbox};
 
@@ -178,8 +178,6 @@ pub fn read_plugin_file(
     }
     Ok(Some(bytes))
 }
-
-pub use crate::task::is_valid_task_type;
 
 /// Loads plugins: reads the component and its manifest, hashes, compiles (through the cache).
 pub struct PluginLoader {

@@ -56,44 +56,24 @@
 //! an absolute path, `..`, `.` or an empty component is an error here, and the folder must
 //! exist beneath the root, reached without following a symbolic link, when the manifest is
 //! loaded (it is not created). How grants are opened on each attempt, and why a grant never
-//! overlaps a writable grant of another type, is in [`crate::sandbox::grants`].
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+use spool_rules::authority::Authority;
+use spool_rules::limits::{BACKOFF, EFFECT_RETENTION, KV_KEYS, MAX_RETRY, MEMORY, RATE, TIMEOUT};
+use spool_rules::names::is_valid_task_type;
+use spool_rules::size::parse_byte_size;
 use std::collections::BTreeMap;
-use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::policy::{DEFAULT_MAX_SNOOZES, Defaults, MAX_SNOOZES, Policy};
 use crate::backoff::Backoff;
-use crate::config::Defaults;
-use crate::enqueue::MAX_RETRY;
-use crate::sandbox::grants::{self, GrantError, GrantsRoot};
-use crate::worker::rate::{MAX_RATE, MIN_RATE};
-
-/// The shortest `backoff_base` and `backoff_max`.
-pub const MIN_BACKOFF: Duration = Duration::from_millis(1);
-/// The longest `backoff_base` and `backoff_max`: a year.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(365 * 86_400);
-/// The longest `timeout`: a week.
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 86_400);
-/// The smallest `memory`: one WebAssembly page.
-pub const MIN_MEMORY: usize = 64 << 10;
-/// The largest `memory`, all of an attempt's memories and tables together.
-pub const MAX_MEMORY: usize = 16 << 30;
-/// Default of `[enqueue] max_tasks`: follow-ups one attempt may enqueue.
-pub const DEFAULT_ENQUEUE_TASKS: u32 = 100;
-/// The largest `[enqueue] max_tasks`.
-pub const MAX_ENQUEUE_TASKS: u32 = 10_000;
-/// Default of `[enqueue] max_bytes`: follow-up payload bytes per attempt.
-pub const DEFAULT_ENQUEUE_BYTES: usize = 1 << 20;
-/// Default of `max_snoozes`: snoozes in a row before a snooze counts as a failed attempt.
-pub const DEFAULT_MAX_SNOOZES: u32 = 100;
-/// The largest `max_snoozes`.
-pub const MAX_SNOOZES: u32 = 10_000;
-/// The shortest and longest `[effects] retention`.
-pub const MIN_RETENTION: Duration = Duration::from_secs(3600);
-pub const MAX_RETENTION: Duration = Duration::from_secs(10 * 365 * 86_400);
+use crate::sandbox::capabilities::{
+    Capabilities, DEFAULT_ENQUEUE_BYTES, DEFAULT_ENQUEUE_TASKS, EnqueueGrant, GrantedDir,
+    MAX_ENQUEUE_TASKS,
+};
+use crate::sandbox::grants::{self, GrantsRoot};
 
 /// The manifest file as written.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -176,101 +156,6 @@ pub struct HttpGrant {
     pub allow: Vec<String>,
 }
 
-/// What a handler may reach beyond its own memory; empty means nothing.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct Capabilities {
-    /// Host folders mapped into the guest.
-    pub dirs: Vec<GrantedDir>,
-    /// Environment variables the guest sees (names only are shown by the API).
-    #[serde(serialize_with = "names_only")]
-    #[schema(value_type = Vec<String>)]
-    pub env: Vec<(String, String)>,
-    /// Outbound HTTP destinations.
-    pub http_allow: Vec<String>,
-    /// Follow-up tasks the guest may enqueue.
-    pub enqueue: EnqueueGrant,
-}
-
-/// Follow-up tasks a guest may enqueue through the `enqueue` import, per attempt.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct EnqueueGrant {
-    /// Task types the guest may enqueue; empty: none (the default).
-    pub allow: Vec<String>,
-    /// Most follow-ups one attempt may enqueue.
-    pub max_tasks: u32,
-    /// Most payload bytes one attempt may enqueue, all its follow-ups together.
-    pub max_bytes: usize,
-    /// A follow-up's priority is clamped into `min_priority..=max_priority`.
-    pub min_priority: i32,
-    pub max_priority: i32,
-}
-
-impl Default for EnqueueGrant {
-    /// Nothing allowed.
-    fn default() -> Self {
-        EnqueueGrant {
-            allow: Vec::new(),
-            max_tasks: DEFAULT_ENQUEUE_TASKS,
-            max_bytes: DEFAULT_ENQUEUE_BYTES,
-            min_priority: i32::MIN,
-            max_priority: 0,
-        }
-    }
-}
-
-impl EnqueueGrant {
-    /// Whether the guest may enqueue tasks of `task_type`.
-    pub fn permits(&self, task_type: &str) -> bool {
-        self.allow.iter().any(|allowed| allowed == task_type)
-    }
-}
-
-fn names_only<S: serde::Serializer>(
-    env: &[(String, String)],
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    serializer.collect_seq(env.iter().map(|(name, _)| name))
-}
-
-/// A folder grant, checked to exist beneath the grants root.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct GrantedDir {
-    /// The folder, relative to the grants root.
-    #[schema(value_type = String)]
-    pub host: PathBuf,
-    pub guest: String,
-    pub writable: bool,
-    /// The root the folder is opened beneath on every attempt.
-    #[serde(skip)]
-    pub root: Arc<GrantsRoot>,
-}
-
-impl GrantedDir {
-    /// Opens the folder beneath the root for one attempt, following no symbolic link.
-    pub fn open(&self) -> Result<OwnedFd, GrantError> {
-        self.root.open_grant(&self.host)
-    }
-}
-
-impl Capabilities {
-    /// Whether an outbound HTTP request to `host:port` is allowed.
-    pub fn http_permits(&self, host: &str, port: u16) -> bool {
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        self.http_allow
-            .iter()
-            .any(|entry| match entry.rsplit_once(':') {
-                Some((allowed, allowed_port)) if allowed_port.parse::<u16>().is_ok() => {
-                    allowed
-                        .trim_start_matches('[')
-                        .trim_end_matches(']')
-                        .eq_ignore_ascii_case(host)
-                        && allowed_port.parse::<u16>() == Ok(port)
-                }
-                _ => entry.eq_ignore_ascii_case(host),
-            })
-    }
-}
-
 /// A size in bytes, written as a number or as text with a unit (`"64MiB"`, `"512KiB"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "toml::Value")]
@@ -289,91 +174,38 @@ impl TryFrom<toml::Value> for ByteSize {
     }
 }
 
-/// Parses `"64MiB"`, `"512 KiB"`, `"1GiB"`, `"1048576"`.
-pub fn parse_byte_size(text: &str) -> Result<usize, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let number: usize = digits
-        .parse()
-        .map_err(|_| format!("`{text}` is not a size: write a number with KiB, MiB or GiB"))?;
-    let factor = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" | "KB" | "K" => 1 << 10,
-        "MiB" | "MB" | "M" => 1 << 20,
-        "GiB" | "GB" | "G" => 1 << 30,
-        other => {
-            return Err(format!(
-                "unknown size unit `{other}` in `{text}`: use KiB, MiB or GiB"
-            ));
-        }
-    };
-    number
-        .checked_mul(factor)
-        .filter(|n| *n > 0)
-        .ok_or_else(|| format!("`{text}` is not a usable size"))
-}
-
-/// A task type's effective policy: the manifest over the host's defaults.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Policy {
-    pub max_retry: u32,
-    pub backoff: Backoff,
-    pub priority: i32,
-    pub fuel: u64,
-    /// Wall-clock limit per attempt.
-    pub timeout: Duration,
-    pub memory_bytes: usize,
-    /// Most tasks of the type at once on this host (`None`: only the host's concurrency).
-    pub concurrency: Option<usize>,
-    /// Most task starts per second on this host (`None`: unlimited).
-    pub rate: Option<f64>,
-    /// Snoozes in a row before the next one counts as a failed attempt.
-    pub max_snoozes: u32,
-    /// What the type may keep in its key-value store: keys, and bytes of keys and values.
-    pub kv_max_keys: u64,
-    pub kv_max_bytes: u64,
-    /// How long the effect ledger remembers the type's effects.
-    pub effect_retention: Duration,
-    pub capabilities: Capabilities,
-    /// The type's periodic tasks, from its `[[schedule]]` entries.
-    pub schedules: Vec<crate::schedule::ScheduleSpec>,
-}
-
 impl Manifest {
     /// Parses manifest text; the error names the offending field.
     pub fn parse(text: &str) -> Result<Manifest, String> {
         let manifest: Manifest = toml::from_str(text).map_err(|e| e.to_string())?;
-        if let Some(max_retry) = manifest.max_retry.filter(|&m| m > MAX_RETRY) {
-            return Err(format!("max_retry = {max_retry}: use at most {MAX_RETRY}"));
+        if let Some(max_retry) = manifest.max_retry.filter(|m| !MAX_RETRY.contains(m)) {
+            return Err(format!("max_retry = {max_retry}: use {}", MAX_RETRY.shown));
         }
         for (field, value) in [
             ("backoff_base", manifest.backoff_base),
             ("backoff_max", manifest.backoff_max),
         ] {
             if let Some(delay) = value
-                && !(MIN_BACKOFF..=MAX_BACKOFF).contains(&delay)
+                && !BACKOFF.contains(&delay)
             {
                 return Err(format!(
-                    "{field} = {}: use a duration from 1ms to 365d",
-                    humantime::format_duration(delay)
+                    "{field} = {}: use {}",
+                    humantime::format_duration(delay),
+                    BACKOFF.shown
                 ));
             }
         }
-        if let Some(timeout) = manifest.timeout.filter(|t| *t > MAX_TIMEOUT) {
+        if let Some(timeout) = manifest.timeout.filter(|t| !TIMEOUT.contains(t)) {
             return Err(format!(
-                "timeout = {}: use at most 7d",
-                humantime::format_duration(timeout)
+                "timeout = {}: use {} such as \"30s\"",
+                humantime::format_duration(timeout),
+                TIMEOUT.shown
             ));
         }
         if let Some(ByteSize(memory)) = manifest.memory
-            && !(MIN_MEMORY..=MAX_MEMORY).contains(&memory)
+            && !MEMORY.contains(&memory)
         {
-            return Err(format!(
-                "memory = {memory} bytes: use a size from 64KiB to 16GiB"
-            ));
+            return Err(format!("memory = {memory} bytes: use {}", MEMORY.shown));
         }
         if let Some(jitter) = manifest.backoff_jitter
             && !(0.0..=1.0).contains(&jitter)
@@ -387,20 +219,15 @@ impl Manifest {
                 "fuel = 0: a handler needs some fuel to run; omit the field for the default".into(),
             );
         }
-        if manifest.timeout == Some(Duration::ZERO) {
-            return Err("timeout = 0: use a positive duration such as \"30s\"".into());
-        }
         if manifest.concurrency == Some(0) {
             return Err(
                 "concurrency = 0: use 1 or more; remove the plugin to stop the type".into(),
             );
         }
         if let Some(rate) = manifest.rate
-            && !(MIN_RATE..=MAX_RATE).contains(&rate)
+            && !RATE.contains(&rate)
         {
-            return Err(format!(
-                "rate = {rate}: use a number of tasks per second from {MIN_RATE:.8} (one a day) to {MAX_RATE}"
-            ));
+            return Err(format!("rate = {rate}: use {}", RATE.shown));
         }
         if let Some(max) = manifest
             .max_snoozes
@@ -409,21 +236,22 @@ impl Manifest {
             return Err(format!("max_snoozes = {max}: use 1 to {MAX_SNOOZES}"));
         }
         if let Some(kv) = &manifest.kv
-            && kv.max_keys == Some(0)
+            && let Some(keys) = kv.max_keys.filter(|k| !KV_KEYS.contains(k))
         {
-            return Err("kv.max_keys = 0: use 1 or more".into());
+            return Err(format!("kv.max_keys = {keys}: use {}", KV_KEYS.shown));
         }
         if let Some(retention) = manifest.effects.as_ref().and_then(|e| e.retention)
-            && !(MIN_RETENTION..=MAX_RETENTION).contains(&retention)
+            && !EFFECT_RETENTION.contains(&retention)
         {
             return Err(format!(
-                "effects.retention = {}: use a duration from 1h to 10 years",
-                humantime::format_duration(retention)
+                "effects.retention = {}: use {}",
+                humantime::format_duration(retention),
+                EFFECT_RETENTION.shown
             ));
         }
         if let Some(enqueue) = &manifest.enqueue {
             for task_type in &enqueue.allow {
-                if !crate::plugins::loader::is_valid_task_type(task_type) {
+                if !is_valid_task_type(task_type) {
                     return Err(format!(
                         "enqueue.allow entry {task_type:?}: write a task type name (letters, digits, `_` or `-`)"
                     ));
@@ -462,7 +290,7 @@ impl Manifest {
             }
         }
         for entry in manifest.http.iter().flat_map(|h| &h.allow) {
-            if entry.contains('/') || entry.is_empty() {
+            if Authority::parse(entry).is_none() {
                 return Err(format!(
                     "http.allow entry {entry:?}: write a host or host:port, without scheme or path"
                 ));
@@ -674,7 +502,7 @@ mod tests {
         assert_eq!(storage.max_snoozes, 3);
         assert_eq!((storage.kv_max_keys, storage.kv_max_bytes), (5, 1024));
         assert_eq!(storage.effect_retention, Duration::from_secs(2 * 86_400));
-        assert_eq!(edges.backoff.max_delay, MAX_BACKOFF);
+        assert_eq!(edges.backoff.max_delay, BACKOFF.max);
     }
 
     #[test]
@@ -795,21 +623,6 @@ mod tests {
     }
 
     #[test]
-    fn http_allow_list_matches_host_and_port() {
-        let caps = Capabilities {
-            http_allow: vec!["api.example.com".into(), "127.0.0.1:8025".into()],
-            ..Default::default()
-        };
-        assert!(caps.http_permits("api.example.com", 443));
-        assert!(caps.http_permits("API.example.com", 80));
-        assert!(caps.http_permits("127.0.0.1", 8025));
-        assert!(!caps.http_permits("127.0.0.1", 8026));
-        assert!(!caps.http_permits("evil.example.com", 443));
-        assert!(!caps.http_permits("api.example.com.evil.net", 443));
-        assert!(!Capabilities::default().http_permits("api.example.com", 443));
-    }
-
-    #[test]
     fn schedules_are_read_and_checked() {
         let (_dir, root) = root_with(&[]);
         let policy = Manifest::parse(
@@ -827,15 +640,5 @@ mod tests {
         assert!(error.starts_with("schedule[0].timezone"), "{error}");
         let error = Manifest::parse("[[schedule]]\nevery = \"1h\"\nevry = 1\n").unwrap_err();
         assert!(error.contains("evry"), "{error}");
-    }
-
-    #[test]
-    fn byte_sizes_parse() {
-        assert_eq!(parse_byte_size("64MiB"), Ok(64 << 20));
-        assert_eq!(parse_byte_size("512 KiB"), Ok(512 << 10));
-        assert_eq!(parse_byte_size("1048576"), Ok(1 << 20));
-        assert!(parse_byte_size("lots").is_err());
-        assert!(parse_byte_size("3 parsecs").is_err());
-        assert!(parse_byte_size("0").is_err());
     }
 }

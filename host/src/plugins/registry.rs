@@ -11,9 +11,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use super::manifest::GrantedDir;
 use super::{LoadError, Policy};
 use crate::sandbox::CompiledHandler;
+use crate::sandbox::capabilities::GrantedDir;
 use crate::sandbox::grants::overlaps;
 
 /// One loaded task type.

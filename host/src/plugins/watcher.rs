@@ -31,7 +31,7 @@ use super::Registry;
 use super::loader::{LoadError, PluginLoader};
 use crate::shutdown::{Shutdown, Stage};
 use crate::store::SharedStore;
-use crate::task::is_valid_task_type;
+use spool_rules::names::is_valid_task_type;
 
 /// Quiet time after the last event on a file before it is loaded.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(50);

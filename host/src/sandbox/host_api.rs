@@ -7,7 +7,7 @@
 //! past one of the guest's limits, with a message naming the limit.
 //!
 //! Follow-up tasks are the manifest's to allow (`[enqueue]`, see
-//! [`crate::plugins::manifest::EnqueueGrant`]): a type not on the allow list, a call past the
+//! [`super::capabilities::EnqueueGrant`]): a type not on the allow list, a call past the
 //! attempt's count or payload quota, or an idempotency key too long is answered with an error
 //! the guest sees; a priority outside the type's range is clamped into it; and a key the guest
 //! chooses is stored as `guest:{its type}:{key}`, a namespace of its own, so that no guest can
@@ -18,10 +18,10 @@ use std::sync::Arc;
 
 use super::HostState;
 use super::bindings::spool::task::host::{EnqueueOptions, Host, Level};
+use super::capabilities::EnqueueGrant;
 use super::output::TaskLog;
 use super::text;
-use crate::enqueue::MAX_IDEMPOTENCY_KEY;
-use crate::plugins::manifest::EnqueueGrant;
+use spool_rules::names::MAX_IDEMPOTENCY_KEY;
 
 /// The longest log line or progress note kept, so a single call cannot flood anything.
 const MAX_MESSAGE_BYTES: usize = 4096;

@@ -6,8 +6,8 @@
 use std::future::Future;
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
+use super::capabilities::Capabilities;
 use super::output::TaskLog;
-use crate::plugins::manifest::Capabilities;
 
 /// The per-attempt HTTP policy.
 pub struct AllowList {

@@ -33,6 +33,7 @@
 //! guest at its next yield. A store whose call was interrupted is dropped, never reused.
 
 pub mod cache;
+pub mod capabilities;
 mod command;
 pub mod grants;
 pub mod guest_error;
@@ -51,9 +52,9 @@ use wasmtime::{Engine, Store, Trap};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::plugins::manifest::Capabilities;
 use crate::task::AttemptOutcome;
 pub use cache::{ArtifactCache, CacheKey, CacheUse};
+use capabilities::Capabilities;
 pub use host_api::{FollowUp, ServiceError, TaskServices};
 use limits::{AttemptLimiter, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES, MemoryLimit};
 use output::TaskLog;

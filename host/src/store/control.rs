@@ -9,7 +9,7 @@
 //!   cursor only moves forward). Running tasks are never touched; the state machine
 //!   (`docs/state_machine.md`) says which states each action applies to.
 //! - Paused task types ([`Control::pause_type`]) live in a table every host reads: each
-//!   host's dispatcher leaves them out of its claims (`worker/paused.rs`). Their tasks stay
+//!   host's dispatcher leaves them out of its claims (`worker/run/paused.rs`). Their tasks stay
 //!   pending and enqueues still work.
 
 use async_trait::async_trait;

@@ -413,11 +413,11 @@ pub trait Store:
     async fn resign(&self, role: &str, owner: &str) -> Result<(), StoreError>;
 
     /// How much work, in time, a host may hold claimed ahead of its free slots under a backlog
-    /// (`worker/ready.rs`). Longer means fewer, larger claims; shorter means a task of higher
+    /// (`worker/run/ready.rs`). Longer means fewer, larger claims; shorter means a task of higher
     /// priority enqueued meanwhile, or another host with free slots, waits less behind the
     /// tasks claimed ahead. A backend whose claim statement has a large fixed cost asks for more.
     fn claim_horizon(&self) -> std::time::Duration {
-        crate::worker::ready::HORIZON
+        crate::worker::run::ready::HORIZON
     }
 
     /// Asks the backend to call `wake` whenever any host (or application SQL) enqueues a task,

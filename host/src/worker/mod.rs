@@ -1,42 +1,19 @@
-//! The background services that work the queue on this host.
+//! The background services that work the queue on this host, in two groups:
 //!
-//! - [`dispatcher`]: claims due tasks in batches and runs each in the sandbox;
-//! - [`completer`]: commits finished attempts (and progress) in batches;
-//! - [`lease_keeper`]: extends the leases of tasks this host is running;
-//! - [`rescuer`]: returns tasks whose host died (lease expired) to the queue (on the leader);
-//! - [`archiver`]: moves finished tasks to the archive and purges it (on the leader);
-//! - [`sampler`]: keeps the backlog history behind `GET /stats` (on the leader);
-//! - [`leader`]: elects the one host that runs maintenance;
-//! - [`scheduler`]: enqueues the ticks of periodic tasks (on the leader);
-//! - [`supervisor`]: stops the host loudly when the dispatcher or completer dies;
-//! - [`paused`]: the task types paused on this database, left out of claims;
-//! - [`in_flight`]: the attempts running here; [`rate`]: per-type start rates;
-//! - [`ready`]: how many tasks the dispatcher claims ahead of its free slots;
-//! - [`estimates`]: attempt times and the backlog, for estimated completion times;
-//! - [`finished`]: tasks just committed, for API requests waiting on them;
-//! - [`services`]: the durable host services handlers call.
+//! - [`run`]: the task path every host runs: claims, attempts in the sandbox, batched
+//!   completions, leases, and what handlers call back into;
+//! - [`upkeep`]: what only the leading host does for everyone: rescuing tasks of dead hosts,
+//!   archiving, sampling statistics, enqueueing schedule ticks;
+//! - [`supervisor`]: stops the host loudly when the dispatcher or completer dies.
 //!
 //! Each service is a struct with an async `run` that ends when the shared [`Shutdown`]
 //! signal asks it to; [`crate::host`] starts and stops them in one place.
 //!
 //! [`Shutdown`]: crate::shutdown::Shutdown
 
-pub mod archiver;
-pub mod completer;
-pub mod dispatcher;
-pub mod estimates;
-pub mod finished;
-pub mod in_flight;
-pub mod leader;
-pub mod lease_keeper;
-pub mod paused;
-pub mod rate;
-pub mod ready;
-pub mod rescuer;
-pub mod sampler;
-pub mod scheduler;
-pub mod services;
+pub mod run;
 pub mod supervisor;
+pub mod upkeep;
 
 use std::time::Duration;
 

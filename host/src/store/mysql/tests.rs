@@ -253,7 +253,7 @@ async fn keys_compare_byte_for_byte() {
     let store = db.open().await;
     // Case, trailing spaces and accents all make different keys (as on SQLite); the longest
     // key the host accepts (255 characters of 4 bytes each) fits.
-    let longest = "🎉".repeat(crate::enqueue::MAX_IDEMPOTENCY_KEY);
+    let longest = "🎉".repeat(spool_rules::names::MAX_IDEMPOTENCY_KEY);
     let keys = ["k", "k ", "K", "é", "e\u{301}", longest.as_str()];
     let first = store
         .enqueue(keys.iter().map(|k| keyed(k)).collect())

@@ -2,7 +2,7 @@
 //!
 //! One loop per host. Claimed tasks wait in a short *ready queue* and start as slots (the
 //! configured concurrency) free. Under a backlog the loop claims ahead of its free slots, as many
-//! tasks as it starts in a few milliseconds (`worker/ready.rs`), and sends the next claim while
+//! tasks as it starts in a few milliseconds (`worker/run/ready.rs`), and sends the next claim while
 //! the queue still holds work, so a database round trip never stands between a finished attempt
 //! and the next start, and one statement claims many rows. Task types whose manifest limits
 //! their concurrency or start rate are claimed only within their budget and the free slots, in
@@ -21,7 +21,7 @@
 //! starts on the plugin version registered when it starts; if its type was paused or removed
 //! meanwhile, it is handed back to the queue untouched.
 //!
-//! Paused task types (`worker/paused.rs`) are left out of every claim; their tasks wait pending.
+//! Paused task types (`worker/run/paused.rs`) are left out of every claim; their tasks wait pending.
 //!
 //! Attempts run on the sandbox runtime, a thread pool of their own, so CPU-bound handlers
 //! cannot starve the HTTP API on the main runtime.
@@ -35,7 +35,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use super::RetryPause;
 use super::completer::{Update, UpdateSender};
 use super::in_flight::{InFlight, InFlightGuard};
 use super::rate::RateLimits;
@@ -46,6 +45,7 @@ use crate::shutdown::{Shutdown, Stage};
 use crate::store::history::Outcome;
 use crate::store::{AttemptId, ClaimRequest, Completion, SharedStore, StoreError};
 use crate::task::{AttemptOutcome, Task, cap_snoozes, decide};
+use crate::worker::RetryPause;
 
 /// At shutdown, how long a claim already sent may take to come back (its tasks are then
 /// registered here and handed back with the rest).
@@ -64,7 +64,7 @@ pub struct Dispatcher {
     /// Attempts running here, shared with the API (cancel) and the lease keeper.
     pub in_flight: Arc<InFlight>,
     /// Attempt times, for the API's estimated completion times.
-    pub estimates: Arc<crate::worker::estimates::Estimates>,
+    pub estimates: Arc<crate::worker::run::estimates::Estimates>,
     /// This host's lease owner name.
     pub owner: String,
     pub concurrency: usize,
@@ -100,6 +100,47 @@ struct Claimed {
 }
 
 type ClaimInFlight = Pin<Box<dyn Future<Output = Claimed> + Send>>;
+
+/// Where the dispatcher's loop stands between claims.
+enum Phase {
+    /// Claims as soon as the ready queue runs low. `backlog`: the last claim came back full,
+    /// so more tasks are due than were asked for (the ready queue then holds more ahead).
+    MayClaim { backlog: bool },
+    /// A claim is under way; its tasks join the ready queue when it returns.
+    Claiming(ClaimInFlight),
+    /// The last claim came back short: no claim until an enqueue or a finished attempt wakes
+    /// the loop, or this long has passed (the poll interval, or sooner for a rate limit).
+    Idle(Duration),
+    /// A claim failed: no claim before this instant (growing pauses while the database is away).
+    BackingOff(tokio::time::Instant),
+}
+
+impl Phase {
+    /// A reason to claim again (an enqueue, a free slot): ends an idle wait, changes nothing
+    /// else.
+    fn woken(self) -> Phase {
+        match self {
+            Phase::Idle(_) => Phase::MayClaim { backlog: false },
+            other => other,
+        }
+    }
+}
+
+/// Sleeps until `at`; never ends without one.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sleeps `wait`; never ends without one.
+async fn sleep_for(wait: Option<Duration>) {
+    match wait {
+        Some(wait) => tokio::time::sleep(wait).await,
+        None => std::future::pending().await,
+    }
+}
 
 /// Attempts ending: how many ended so far (for the ready queue's depth), and a signal for the
 /// loop when a slot goes idle.
@@ -138,19 +179,13 @@ impl Dispatcher {
         let mut pause = RetryPause::new();
         let ready = Arc::new(ReadyQueue::default());
         let mut depth = Depth::new(Instant::now(), this.concurrency, this.store.claim_horizon());
-        let mut claiming: Option<ClaimInFlight> = None;
-        // The last claim came back full: more tasks are due than were asked for.
-        let mut backlog = false;
-        // The last claim came back short: wait for a reason to claim again, at most this long.
-        let mut idle_for: Option<Duration> = None;
-        // A claim failed: no claim before this instant.
-        let mut retry_at: Option<tokio::time::Instant> = None;
+        let mut phase = Phase::MayClaim { backlog: false };
 
         while this.shutdown.stage() == Stage::Running {
             while running.try_join_next().is_some() {}
             this.start_ready(&ready, &slots, &mut running, &finished);
 
-            if claiming.is_none() && idle_for.is_none() && retry_at.is_none() {
+            if let Phase::MayClaim { backlog } = phase {
                 let free = slots.available_permits();
                 let waiting = ready.len();
                 depth.finished(finished.count());
@@ -163,7 +198,7 @@ impl Dispatcher {
                 let more_ahead = ahead.saturating_sub(waiting.saturating_sub(free));
                 let low = waiting == 0 || waiting * 4 <= ahead * 3;
                 if low && for_slots + more_ahead > 0 {
-                    claiming = Some(Box::pin(this.clone().claim_round(
+                    phase = Phase::Claiming(Box::pin(this.clone().claim_round(
                         for_slots,
                         for_slots + more_ahead,
                         rates.clone(),
@@ -172,43 +207,56 @@ impl Dispatcher {
             }
 
             let waiting = !ready.is_empty();
+            let may_claim = matches!(phase, Phase::MayClaim { .. });
+            // Wake-ups count while the loop may claim or idles; not while a claim is under way
+            // (a wake-up then stays stored, `notify_one`, and ends the idle wait that a short
+            // claim begins, so an enqueue committed after that claim's snapshot is never left
+            // for the poll interval), nor while it backs off after a failed claim.
+            let wakeable = matches!(phase, Phase::MayClaim { .. } | Phase::Idle(_));
+            let backoff_until = match phase {
+                Phase::BackingOff(until) => Some(until),
+                _ => None,
+            };
+            let idle_for = match phase {
+                Phase::Idle(wait) => Some(wait),
+                _ => None,
+            };
+            let claim = async {
+                match &mut phase {
+                    Phase::Claiming(claim) => claim.await,
+                    _ => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 _ = this.shutdown.reached(Stage::Graceful) => break,
-                claimed = async { claiming.as_mut().expect("guarded").await }, if claiming.is_some() => {
-                    claiming = None;
+                claimed = claim => {
                     let Claimed { tasks, asked, failure, rate_wait } = claimed;
                     let short = tasks.len() < asked;
                     ready.extend(tasks);
-                    if let Some(error) = failure {
+                    phase = if let Some(error) = failure {
                         let wait = pause.next();
                         tracing::warn!("claiming tasks failed: {error}; retrying in {wait:?}");
-                        retry_at = Some(tokio::time::Instant::now() + wait);
-                        backlog = false;
-                        continue;
-                    }
-                    pause.reset();
-                    backlog = !short && asked > 0;
-                    if !backlog {
-                        idle_for = Some(rate_wait.map_or(this.poll_interval, |w| w.min(this.poll_interval)));
-                    }
+                        Phase::BackingOff(tokio::time::Instant::now() + wait)
+                    } else {
+                        pause.reset();
+                        let backlog = !short && asked > 0;
+                        if backlog {
+                            Phase::MayClaim { backlog }
+                        } else {
+                            Phase::Idle(rate_wait.map_or(this.poll_interval, |w| w.min(this.poll_interval)))
+                        }
+                    };
                 }
                 permit = slots.clone().acquire_owned(), if waiting => drop(permit),
-                _ = async { tokio::time::sleep_until(retry_at.expect("guarded")).await }, if retry_at.is_some() => {
-                    retry_at = None;
-                }
-                // Not while a claim is under way: a wake-up then stays stored (`notify_one`)
-                // and ends the idle wait that a short claim begins, so an enqueue committed
-                // after that claim's snapshot is never left for the poll interval.
-                _ = this.wake.notified(), if retry_at.is_none() && claiming.is_none() => idle_for = None,
-                _ = finished.signal.notified(), if retry_at.is_none() && claiming.is_none() && !waiting => idle_for = None,
-                _ = ready.low(), if claiming.is_none() && idle_for.is_none() && retry_at.is_none() => {}
-                _ = async { tokio::time::sleep(idle_for.expect("guarded")).await }, if idle_for.is_some() && retry_at.is_none() => {
-                    idle_for = None;
-                }
+                () = sleep_until(backoff_until) => phase = Phase::MayClaim { backlog: false },
+                _ = this.wake.notified(), if wakeable => phase = phase.woken(),
+                _ = finished.signal.notified(), if wakeable && !waiting => phase = phase.woken(),
+                _ = ready.low(), if may_claim => {}
+                () = sleep_for(idle_for) => phase = Phase::MayClaim { backlog: false },
             }
         }
-        if let Some(claim) = claiming {
+        if let Phase::Claiming(claim) = phase {
             // Whatever it claimed is registered in flight, so the drain hands it back.
             let _ = tokio::time::timeout(CLAIM_AT_SHUTDOWN, claim).await;
         }

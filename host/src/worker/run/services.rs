@@ -7,9 +7,9 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use super::completer::{Update, UpdateSender};
-use crate::config::{DEFAULT_KV_MAX_BYTES, DEFAULT_KV_MAX_KEYS};
 use crate::enqueue::{TaskRequest, prepare};
 use crate::plugins::Registry;
+use crate::plugins::policy::{DEFAULT_KV_MAX_BYTES, DEFAULT_KV_MAX_KEYS};
 use crate::sandbox::{FollowUp, ServiceError, TaskServices};
 use crate::store::{ProgressUpdate, SharedStore, StoreError};
 

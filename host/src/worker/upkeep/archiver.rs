@@ -214,40 +214,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn settings_turn_archiving_off_or_change_its_ages() {
-        use crate::config::{Config, ConfigError, Settings};
-        let retention = |settings: Settings| -> Result<Option<Retention>, ConfigError> {
-            Ok(Config::from_settings(settings)?.retention())
-        };
-        let off = Settings {
-            archive: Some(false),
-            ..Default::default()
-        };
-        assert_eq!(retention(off).unwrap(), None);
-        assert_eq!(
-            retention(Settings::default()).unwrap(),
-            Some(Retention::default())
-        );
-        let file: Settings =
-            toml::from_str("archive_after = \"7d\"\ndead_letter_retention = \"30d\"").unwrap();
-        let days = |n: u64| Duration::from_secs(n * 86_400);
-        assert_eq!(
-            retention(file).unwrap(),
-            Some(Retention {
-                after: days(7),
-                dead_letters: days(30),
-                archive: days(365),
-            })
-        );
-        let zero: Settings = toml::from_str("archive_retention = \"0s\"").unwrap();
-        let error = retention(zero).unwrap_err().to_string();
-        assert!(
-            error.contains("archive_retention") && error.contains("archive = false"),
-            "{error}"
-        );
-    }
-
-    #[test]
     fn cutoffs_count_back_from_now() {
         let now = DateTime::from_timestamp(100 * 86_400, 0).unwrap();
         let (finished, dead, archived) = Retention::default().cutoffs(now);

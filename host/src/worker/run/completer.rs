@@ -18,10 +18,10 @@ use std::ops::Range;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-use super::RetryPause;
 use crate::shutdown::{Shutdown, Stage};
 use crate::store::{Completion, ProgressUpdate, SharedStore, StoreError};
 use crate::task::Status;
+use crate::worker::RetryPause;
 
 /// Most updates written in one transaction.
 pub const MAX_BATCH: usize = 2_000;

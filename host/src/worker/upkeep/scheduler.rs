@@ -24,13 +24,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 
-use super::RetryPause;
 use super::leader::Leadership;
 use crate::plugins::Registry;
 use crate::schedule::{Schedule, Source, due};
 use crate::shutdown::{Shutdown, Stage};
 use crate::store::{SharedStore, StoreError};
 use crate::task::{NewTask, TaskId};
+use crate::worker::RetryPause;
 
 /// The longest the scheduler sleeps between passes: how soon it sees a plugin's new schedule.
 pub const MAX_NAP: Duration = Duration::from_secs(1);
