@@ -69,7 +69,7 @@ fn second_signal_stops_at_once_and_loses_nothing() {
 
 #[test]
 fn tasks_claimed_ahead_go_back_to_pending_at_shutdown() {
-    // A backlog of short tasks: the host claims ahead of its slots (worker/ready.rs), so at any
+    // A backlog of short tasks: the host claims ahead of its slots (worker/run/ready.rs), so at any
     // moment of the drain some tasks are leased to it without running yet.
     let ws = Workspace::with_plugins(&["noop"]);
     let mut host = ws.start(&["--concurrency", "2"]);

@@ -10,7 +10,7 @@ use spool::store::archive::{ArchiveBatch, ArchiveCounts};
 use spool::store::history::Outcome;
 use spool::store::{ClaimRequest, Completion, StoreError, TaskFilter};
 use spool::task::{NewTask, Status, TaskId, Transition};
-use spool::worker::archiver::{self, Retention};
+use spool::worker::upkeep::archiver::{self, Retention};
 
 on_every_backend!(archive:
     only_old_finished_tasks_move_in_batches,
