@@ -20,14 +20,16 @@
 //!   e-mail channels; the drill.
 //! - [`instruments`]: the metrics `GET /metrics` exports, and the calls that record them.
 //! - [`host`]: starts and stops all of the above; [`shutdown`]: the two-stage stop signal.
+//! - [`cli`]: the `spool` command line: its arguments, its commands, and what they print.
 //!
 //! Building handlers (`spool plugin new`, `spool plugin build`) is not part of this library:
-//! it is the `spool-toolchain` crate (`toolchain/`), which the `spool` binary uses when built
-//! with the default-on `toolchain` feature.
+//! it is the `spool-toolchain` crate (`toolchain/`), which [`cli`] uses when built with the
+//! default-on `toolchain` feature.
 
 pub mod alerts;
 pub mod api;
 pub mod backoff;
+pub mod cli;
 pub mod config;
 pub mod enqueue;
 pub mod host;
