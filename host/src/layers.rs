@@ -22,6 +22,7 @@ const LAYERS: &[(&str, f32)] = &[
     ("config", 8.0),
     ("api", 9.0),
     ("host", 10.0),
+    ("cli", 11.0),
 ];
 
 fn layer(module: &str) -> Option<f32> {

@@ -30,11 +30,17 @@
 //! 8. [`config`]: one validated [`config::Config`] from flags, `SPOOL_*` variables and
 //!    `spool.toml`, made of the settings each layer below defines;
 //! 9. [`api`]: the HTTP API: the axum routes, errors, OpenAPI, and the typed client the CLI uses;
-//! 10. [`host`]: starts and stops all of the above.
+//! 10. [`host`]: starts and stops all of the above;
+//! 11. [`cli`]: the `spool` command line: its arguments, its commands, and what they print.
 //!
+//! Building handlers (`spool plugin new`, `spool plugin build`) is not part of this library:
+//! it is the `spool-toolchain` crate (`toolchain/`), which [`cli`] uses when built with the
+//! default-on `toolchain` feature.
+
 pub mod alerts;
 pub mod api;
 pub mod backoff;
+pub mod cli;
 pub mod config;
 pub mod enqueue;
 pub mod host;

@@ -50,7 +50,19 @@ pub const MIN_EVERY: Duration = Duration::from_secs(1);
 pub const MAX_EVERY: Duration = Duration::from_secs(366 * 86_400);
 
 /// Where a schedule is declared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 pub enum Source {
     /// A `[[schedule]]` in a plugin's manifest: it exists while the plugin is loaded.
     #[serde(rename = "manifest")]

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
 
@@ -19,7 +19,7 @@ use crate::store::alerts::{AlertRecord, ChannelOutcome};
 const RECENT: usize = 50;
 
 /// A rule.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RuleView {
     /// `dead_letters`, `backlog`, `oldest_pending`, `plugin_load` or `database`.
     pub kind: String,
@@ -30,7 +30,7 @@ pub struct RuleView {
 }
 
 /// A channel (without secrets).
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ChannelView {
     pub name: String,
     /// `webhook` or `email`.
@@ -40,7 +40,7 @@ pub struct ChannelView {
 }
 
 /// An alert that is firing.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct FiringView {
     /// The alert's key: `dead_letters:TYPE`, `backlog:TYPE`, `oldest_pending:TYPE`,
     /// `plugin_load:TYPE` or `database`.
@@ -55,7 +55,7 @@ pub struct FiringView {
 }
 
 /// A row of the alert log.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SentView {
     pub id: i64,
     /// `firing`, `repeat`, `resolved` or `drill`.
@@ -90,7 +90,7 @@ impl From<AlertRecord> for SentView {
 }
 
 /// Alerting at a glance.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AlertsView {
     /// The link every alert carries.
     pub dashboard_url: String,

@@ -1,6 +1,16 @@
-//! A small client for a running host's API, used by the CLI's client commands.
+//! A small client for a running host's API, used by the CLI's client commands: each method
+//! returns the view type its route serializes.
 
+use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+use super::alerts::AlertsView;
+use super::control::{BulkResponse, PauseView, TypesView};
+use super::health::Health;
+use super::plugins::PluginsView;
+use super::schedules::SchedulesView;
+use super::tasks::{EnqueueResponse, TaskDetail, TaskPage, TaskView};
+use crate::alerts::DrillReport;
 
 /// Errors talking to a host.
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +27,14 @@ pub enum ClientError {
     },
     #[error("unexpected answer from {url}: {detail}")]
     Protocol { url: String, detail: String },
+}
+
+/// What `POST /alerts/drill` answered: the drill's report, and when a channel failed, the
+/// host's error message beside it.
+#[derive(Debug)]
+pub struct DrillAnswer {
+    pub report: DrillReport,
+    pub failure: Option<String>,
 }
 
 /// A connection to one host.
@@ -42,19 +60,19 @@ impl Client {
     }
 
     /// `POST /tasks`.
-    pub async fn enqueue(&self, request: &Value) -> Result<Value, ClientError> {
+    pub async fn enqueue(&self, request: &Value) -> Result<EnqueueResponse, ClientError> {
         self.change(self.http.post(self.url("/tasks")).json(request))
             .await
     }
 
     /// `GET /tasks/{id}`.
-    pub async fn task(&self, id: i64) -> Result<Value, ClientError> {
+    pub async fn task(&self, id: i64) -> Result<TaskDetail, ClientError> {
         self.read(self.http.get(self.url(&format!("/tasks/{id}"))))
             .await
     }
 
     /// `GET /tasks/{id}?wait=WAIT`: answers once the task is final, or after `wait` (e.g. `20s`).
-    pub async fn wait(&self, id: i64, wait: &str) -> Result<Value, ClientError> {
+    pub async fn wait(&self, id: i64, wait: &str) -> Result<TaskDetail, ClientError> {
         self.read(
             self.http
                 .get(self.url(&format!("/tasks/{id}")))
@@ -70,7 +88,7 @@ impl Client {
         task_type: Option<&str>,
         limit: usize,
         before: Option<i64>,
-    ) -> Result<Value, ClientError> {
+    ) -> Result<TaskPage, ClientError> {
         let mut query = vec![("limit", limit.to_string())];
         if let Some(before) = before {
             query.push(("before", before.to_string()));
@@ -86,14 +104,14 @@ impl Client {
     }
 
     /// `POST /tasks/{id}/retry`.
-    pub async fn retry(&self, id: i64) -> Result<Value, ClientError> {
+    pub async fn retry(&self, id: i64) -> Result<TaskView, ClientError> {
         self.change(self.http.post(self.url(&format!("/tasks/{id}/retry"))))
             .await
     }
 
     /// `GET /tasks` with any of its query parameters (`status`, `type`, `error_contains`,
     /// `since`, `until`, `limit`, `before`).
-    pub async fn list_where(&self, query: &[(&str, String)]) -> Result<Value, ClientError> {
+    pub async fn list_where(&self, query: &[(&str, String)]) -> Result<TaskPage, ClientError> {
         self.read(self.http.get(self.url("/tasks")).query(query))
             .await
     }
@@ -101,7 +119,7 @@ impl Client {
     /// `POST /tasks/retry` (`action` = `retry`) or `POST /tasks/discard` (`discard`) with a
     /// filter body (`ids`, `task_type`, `status`, `error_contains`, `since`, `until`,
     /// `dry_run`, `all`).
-    pub async fn bulk(&self, action: &str, filter: &Value) -> Result<Value, ClientError> {
+    pub async fn bulk(&self, action: &str, filter: &Value) -> Result<BulkResponse, ClientError> {
         self.change(
             self.http
                 .post(self.url(&format!("/tasks/{action}")))
@@ -111,7 +129,7 @@ impl Client {
     }
 
     /// `POST /types/{name}/pause`, or `/resume` when `paused` is false.
-    pub async fn pause(&self, task_type: &str, paused: bool) -> Result<Value, ClientError> {
+    pub async fn pause(&self, task_type: &str, paused: bool) -> Result<PauseView, ClientError> {
         let action = if paused { "pause" } else { "resume" };
         self.change(
             self.http
@@ -121,34 +139,34 @@ impl Client {
     }
 
     /// `GET /types`.
-    pub async fn types(&self) -> Result<Value, ClientError> {
+    pub async fn types(&self) -> Result<TypesView, ClientError> {
         self.read(self.http.get(self.url("/types"))).await
     }
 
     /// `POST /tasks/{id}/cancel`.
-    pub async fn cancel(&self, id: i64) -> Result<Value, ClientError> {
+    pub async fn cancel(&self, id: i64) -> Result<TaskView, ClientError> {
         self.change(self.http.post(self.url(&format!("/tasks/{id}/cancel"))))
             .await
     }
 
     /// `GET /schedules`.
-    pub async fn schedules(&self) -> Result<Value, ClientError> {
+    pub async fn schedules(&self) -> Result<SchedulesView, ClientError> {
         self.read(self.http.get(self.url("/schedules"))).await
     }
 
     /// `GET /plugins`.
-    pub async fn plugins(&self) -> Result<Value, ClientError> {
+    pub async fn plugins(&self) -> Result<PluginsView, ClientError> {
         self.read(self.http.get(self.url("/plugins"))).await
     }
 
     /// `GET /alerts`.
-    pub async fn alerts(&self) -> Result<Value, ClientError> {
+    pub async fn alerts(&self) -> Result<AlertsView, ClientError> {
         self.read(self.http.get(self.url("/alerts"))).await
     }
 
     /// `POST /alerts/drill`: the drill's report, also when a channel failed (502, whose body
     /// carries the report under `drill` beside the error).
-    pub async fn drill(&self) -> Result<Value, ClientError> {
+    pub async fn drill(&self) -> Result<DrillAnswer, ClientError> {
         let mut request = self.http.post(self.url("/alerts/drill"));
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
@@ -161,12 +179,22 @@ impl Client {
                 source,
             })?;
         let status = response.status();
-        let body: Value = response.json().await.map_err(|e| ClientError::Protocol {
+        let mut body: Value = response.json().await.map_err(|e| ClientError::Protocol {
             url: self.base.clone(),
             detail: format!("status {status}, body is not JSON: {e}"),
         })?;
-        if status.is_success() || body["drill"].is_object() {
-            return Ok(body);
+        if status.is_success() {
+            return Ok(DrillAnswer {
+                report: self.typed(body)?,
+                failure: None,
+            });
+        }
+        if body["drill"].is_object() {
+            let failure = body["error"]["message"].as_str().map(str::to_string);
+            return Ok(DrillAnswer {
+                report: self.typed(body["drill"].take())?,
+                failure,
+            });
         }
         let field = |name: &str| body["error"][name].as_str().unwrap_or_default().to_string();
         Err(ClientError::Api {
@@ -177,7 +205,7 @@ impl Client {
     }
 
     /// `GET /health`.
-    pub async fn health(&self) -> Result<Value, ClientError> {
+    pub async fn health(&self) -> Result<Health, ClientError> {
         self.read(self.http.get(self.url("/health"))).await
     }
 
@@ -185,22 +213,36 @@ impl Client {
         format!("{}{path}", self.base)
     }
 
+    /// An answer's body as the view type its route serializes.
+    fn typed<T: DeserializeOwned>(&self, body: Value) -> Result<T, ClientError> {
+        serde_json::from_value(body).map_err(|e| ClientError::Protocol {
+            url: self.base.clone(),
+            detail: format!("the body is not the expected {}: {e}", short_name::<T>()),
+        })
+    }
+
     /// Sends a read, with the read token if there is one.
-    async fn read(&self, request: reqwest::RequestBuilder) -> Result<Value, ClientError> {
+    async fn read<T: DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, ClientError> {
         self.send(request, self.read_token.as_ref().or(self.token.as_ref()))
             .await
     }
 
     /// Sends a change, with the API token.
-    async fn change(&self, request: reqwest::RequestBuilder) -> Result<Value, ClientError> {
+    async fn change<T: DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, ClientError> {
         self.send(request, self.token.as_ref()).await
     }
 
-    async fn send(
+    async fn send<T: DeserializeOwned>(
         &self,
         mut request: reqwest::RequestBuilder,
         token: Option<&String>,
-    ) -> Result<Value, ClientError> {
+    ) -> Result<T, ClientError> {
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }
@@ -217,7 +259,7 @@ impl Client {
             detail: format!("status {status}, body is not JSON: {e}"),
         })?;
         if status.is_success() {
-            return Ok(body);
+            return self.typed(body);
         }
         let field = |name: &str| body["error"][name].as_str().unwrap_or_default().to_string();
         Err(ClientError::Api {
@@ -226,4 +268,10 @@ impl Client {
             message: field("message"),
         })
     }
+}
+
+/// A type's name without its module path, for messages: `TaskView`.
+fn short_name<T>() -> &'static str {
+    let name = std::any::type_name::<T>();
+    name.rsplit("::").next().unwrap_or(name)
 }

@@ -13,7 +13,7 @@ use super::error::ApiError;
 use crate::sandbox::capabilities::Capabilities;
 
 /// A loaded task type.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PluginView {
     pub task_type: String,
     /// SHA-256 of the component file.
@@ -25,7 +25,8 @@ pub struct PluginView {
     pub kind: String,
     pub loaded_at: DateTime<Utc>,
     pub policy: PolicyView,
-    pub capabilities: Capabilities,
+    #[schema(value_type = Capabilities)]
+    pub capabilities: CapabilitiesView,
     /// The last failed attempt to load a newer file for this type (the loaded version keeps serving).
     pub last_error: Option<String>,
     /// Tasks of the type waiting to run.
@@ -35,6 +36,21 @@ pub struct PluginView {
     /// When this host started loading a new file for the type (reading, checking, compiling),
     /// if it is doing so now; the loaded version keeps serving meanwhile.
     pub loading_since: Option<DateTime<Utc>>,
+}
+
+/// A plugin's capabilities as `GET /plugins` shows them: the host's own grants, which it
+/// serializes (environment variable names only), or, read back by a client, the JSON it got.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum CapabilitiesView {
+    Granted(Capabilities),
+    Shown(serde_json::Value),
+}
+
+impl<'de> Deserialize<'de> for CapabilitiesView {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        serde_json::Value::deserialize(deserializer).map(CapabilitiesView::Shown)
+    }
 }
 
 /// A task type's effective policy.
@@ -55,7 +71,7 @@ pub struct PolicyView {
 }
 
 /// A task type that is not loaded: its file failed to load, or was removed.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct UnloadedView {
     pub task_type: String,
     /// Why it is not loaded.
@@ -70,7 +86,7 @@ pub struct UnloadedView {
 }
 
 /// Everything about this host's plugins.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PluginsView {
     /// The plugin folder.
     pub folder: String,
@@ -121,7 +137,7 @@ pub async fn list_plugins(
                     concurrency: p.concurrency,
                     rate: p.rate,
                 },
-                capabilities: p.capabilities.clone(),
+                capabilities: CapabilitiesView::Granted(p.capabilities.clone()),
                 last_error: errors.get(&plugin.task_type).cloned(),
                 pending: pending.get(&plugin.task_type).copied().unwrap_or(0),
                 paused: state.paused.contains(&plugin.task_type),

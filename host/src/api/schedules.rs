@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
 
@@ -15,7 +15,7 @@ use crate::task::TaskId;
 use crate::worker::upkeep::scheduler::all_schedules;
 
 /// One periodic task.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ScheduleView {
     /// The task type each tick enqueues.
     pub task_type: String,
@@ -51,7 +51,7 @@ pub struct ScheduleView {
 }
 
 /// Every periodic task this host knows.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SchedulesView {
     /// Whether this host leads, and so is the one enqueueing ticks.
     pub leading: bool,
