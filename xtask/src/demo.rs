@@ -1,4 +1,4 @@
-//! `cargo xtask demo`: builds the example plugins and the host, starts it on SQLite, enqueues
+//! `cargo xtask demo`: builds the example plugins and the host (release), starts it on SQLite, enqueues
 //! sample tasks with the CLI, shows them finish, and keeps serving until Ctrl-C.
 
 use crate::{cargo, plugins, run};
@@ -21,9 +21,13 @@ impl Drop for HostProcess {
 }
 
 pub fn demo(root: &Path, exit: bool) -> Result<()> {
-    plugins::build_plugins(root)?;
-    run(cargo().current_dir(root).args(["build", "-p", "spool"]))?;
-    let spool = root.join("target/debug/spool");
+    // Only what the demo runs: the example handlers, and the `spool` binary in the release
+    // profile, whose dependencies `cargo build --release` and `cargo xtask bench` reuse.
+    plugins::build_examples(root)?;
+    run(cargo()
+        .current_dir(root)
+        .args(["build", "--release", "-p", "spool", "--bin", "spool"]))?;
+    let spool = root.join("target/release/spool");
     let mut child = Command::new(&spool)
         .current_dir(root)
         .args(["serve", "--listen", "127.0.0.1:8787"])
@@ -67,7 +71,7 @@ pub fn demo(root: &Path, exit: bool) -> Result<()> {
         return Ok(());
     }
     eprintln!(
-        "\nSpool is serving at {url}: open {url}/ in a browser for the dashboard (API description: {url}/openapi.json). Try:\n  target/debug/spool enqueue report '{{\"rows\":[{{\"k\":\"a\",\"v\":1}}],\"group_by\":\"k\",\"sum\":\"v\"}}' --wait\nCtrl-C stops it."
+        "\nSpool is serving at {url}: open {url}/ in a browser for the dashboard (API description: {url}/openapi.json). Try:\n  target/release/spool enqueue report '{{\"rows\":[{{\"k\":\"a\",\"v\":1}}],\"group_by\":\"k\",\"sum\":\"v\"}}' --wait\nCtrl-C stops it."
     );
     // Keep the host in the foreground; its own Ctrl-C handling drains and stops it.
     for line in lines.map_while(Result::ok) {

@@ -3,11 +3,14 @@
 //! - `build-plugins`: installs the wasm32-wasip2 and wasm32-wasip1 targets if missing, builds
 //!   every guest crate in `plugins/` (plain WASI programs also as preview1 modules), and copies
 //!   the example handlers (with their manifests) into the plugin folder.
-//! - `demo`: builds everything, starts a host on the embedded SQLite default, enqueues sample
-//!   tasks with the CLI, shows them finish, and keeps serving until Ctrl-C (`--exit` stops).
-//! - `test`: installs the C toolchain's, the database servers' and the browser test's Debian
-//!   packages (Chromium, chromedriver) if missing,
-//!   builds the plugins, starts throw-away PostgreSQL and MariaDB servers on loopback (fresh
+//! - `demo`: builds the example plugins and the `spool` binary (release profile: the build
+//!   `cargo build --release` and the benchmark reuse), starts a host on the embedded SQLite
+//!   default, enqueues sample tasks with the CLI, shows them finish, and keeps serving until
+//!   Ctrl-C (`--exit` stops).
+//! - `test`: checks formatting, clippy, and that tests resolve the host's dependencies with the
+//!   same features as its binary (see `workspace-hack/`); installs the C toolchain's, the
+//!   database servers' and the browser test's Debian packages (Chromium, chromedriver) if
+//!   missing, builds the plugins, starts throw-away PostgreSQL and MariaDB servers on loopback (fresh
 //!   data folders under `target/test-databases`), runs the whole test suite against them (extra
 //!   arguments go to cargo test), and stops the servers however the suite ends. The tests build
 //!   the handlers in other languages themselves, with `spool plugin build`, which installs their

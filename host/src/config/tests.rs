@@ -190,6 +190,34 @@ fn every_rule_names_the_setting_and_where_its_value_came_from() {
             "setting `memory` (--memory): unknown size unit `TB` in `1TB`: use KiB, MiB or GiB",
         ),
         (
+            &["--memory", "32GiB"],
+            "setting `memory` (--memory): must be a size from 64KiB to 16GiB, got 32GiB",
+        ),
+        (
+            &["--max-retry", "1001"],
+            "setting `max_retry` (--max-retry): must be at most 1000, got 1001",
+        ),
+        (
+            &["--timeout", "8d"],
+            "setting `timeout` (--timeout): must be a positive duration of at most 7d, got 8d",
+        ),
+        (
+            &["--backoff-max", "400d"],
+            "setting `backoff_max` (--backoff-max): must be a duration from 1ms to 365d, got 400d",
+        ),
+        (
+            &["--effect-retention", "10m"],
+            "setting `effect_retention` (--effect-retention): must be a duration from 1h to 10 years, got 10m",
+        ),
+        (
+            &["--kv-max-keys", "0"],
+            "setting `kv_max_keys` (--kv-max-keys): must be 1 or more, got 0",
+        ),
+        (
+            &["--allowed-hosts", "spool.test:port"],
+            "setting `allowed_hosts` (--allowed-hosts): `spool.test:port` is not a host name; write NAME or NAME:PORT",
+        ),
+        (
             &["--backoff-jitter", "1.5"],
             "setting `backoff_jitter` (--backoff-jitter): must be a fraction from 0 to 1, got 1.5",
         ),
@@ -464,4 +492,33 @@ fn settings_turn_archiving_off_or_change_its_ages() {
         error.contains("archive_retention") && error.contains("archive = false"),
         "{error}"
     );
+}
+
+#[test]
+fn defaults_take_the_same_ranges_as_manifests_and_requests() {
+    let config = Config::from_settings(
+        flags(&[
+            "--max-retry",
+            "1000",
+            "--memory",
+            "16GiB",
+            "--timeout",
+            "7d",
+            "--backoff-base",
+            "1ms",
+            "--backoff-max",
+            "365d",
+            "--effect-retention",
+            "1h",
+        ])
+        .unwrap(),
+    )
+    .unwrap();
+    let limits = (spool_rules::limits::MAX_RETRY, spool_rules::limits::MEMORY);
+    assert_eq!(config.max_retry, limits.0.max);
+    assert_eq!(config.memory, limits.1.max);
+    let manifest = crate::plugins::Manifest::parse(
+        "max_retry = 1000\nmemory = \"16GiB\"\ntimeout = \"7d\"\nbackoff_base = \"1ms\"\nbackoff_max = \"365d\"\n[effects]\nretention = \"1h\"\n",
+    );
+    assert!(manifest.is_ok(), "{manifest:?}");
 }
