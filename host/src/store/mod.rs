@@ -286,6 +286,10 @@ pub struct StatusCounts {
     pub cancelled: u64,
 }
 
+/// The claim horizon a backend asks for unless it overrides [`Store::claim_horizon`]: 20 ms
+/// of work held claimed ahead of the free slots (see `worker/run/ready.rs`).
+pub const DEFAULT_CLAIM_HORIZON: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// The operations Spool needs from a queue database.
 #[async_trait]
 pub trait Store:
@@ -417,7 +421,7 @@ pub trait Store:
     /// priority enqueued meanwhile, or another host with free slots, waits less behind the
     /// tasks claimed ahead. A backend whose claim statement has a large fixed cost asks for more.
     fn claim_horizon(&self) -> std::time::Duration {
-        crate::worker::run::ready::HORIZON
+        DEFAULT_CLAIM_HORIZON
     }
 
     /// Asks the backend to call `wake` whenever any host (or application SQL) enqueues a task,

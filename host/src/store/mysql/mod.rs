@@ -322,7 +322,7 @@ impl Store for MySqlStore {
     /// an entry, and about a fifth of the server's time in a drain at the default 20 ms. That
     /// cost is per claim, not per task, so fewer, larger claims pay it less often.
     fn claim_horizon(&self) -> std::time::Duration {
-        3 * crate::worker::run::ready::HORIZON
+        3 * crate::store::DEFAULT_CLAIM_HORIZON
     }
 
     async fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<(), StoreError> {

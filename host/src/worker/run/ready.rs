@@ -37,8 +37,9 @@ use tokio::sync::Notify;
 use crate::task::Task;
 
 /// How much work, in time, the ready queue holds at most, unless the store asks for a longer
-/// horizon ([`crate::store::Store::claim_horizon`]).
-pub const HORIZON: Duration = Duration::from_millis(20);
+/// horizon ([`crate::store::Store::claim_horizon`]). The store owns the figure because a
+/// backend's claim cost decides it.
+pub const HORIZON: Duration = crate::store::DEFAULT_CLAIM_HORIZON;
 /// Most tasks claimed ahead of the free slots (at 2 cores a no-op drain reaches about 600; the
 /// cap only bounds memory and claim size on faster machines).
 pub const MAX_AHEAD: usize = 1000;
