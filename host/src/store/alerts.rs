@@ -3,12 +3,19 @@
 //! (`spool_alert`): every alert and drill sent, by which host, through which channels with
 //! what outcome. The log lets every host show recent alerts and the last drill, lets a new
 //! leader take over the alerts its predecessor had firing, and survives restarts.
+//!
+//! One implementation in portable SQL ([`super::sql`]) serves every backend. Dead letters within
+//! a window read the partial index of failed rows by `finished_at` (`async_task_failed_at`)
+//! where the backend has one (MySQL has no partial index and reads the listing index's failed
+//! rows, see its migration 0008); the backlog reads the listing index.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 
 use super::StoreError;
+use super::encoding::millis;
+use super::sql::{Arg, Cells, Portable, Via, count, stored};
 
 /// The `event` of a drill in the alert log.
 pub const DRILL: &str = "drill";
@@ -99,61 +106,133 @@ pub fn channels_from_json(text: &str) -> Vec<ChannelOutcome> {
     serde_json::from_str(text).unwrap_or_default()
 }
 
-/// A stored alert row read back: `(id, event, alert, task_type, value, message, channels,
-/// host_id, since, sent_at)` as every backend selects them.
-pub type AlertRow = (
-    i64,
-    String,
-    String,
-    Option<String>,
-    i64,
-    String,
-    String,
-    String,
-    i64,
-    i64,
-);
-
-/// The columns every backend selects for an [`AlertRow`], in order.
-pub const ALERT_COLUMNS: &str =
+/// The columns every alert read selects, in the order [`record_from_row`] reads them.
+const ALERT_COLUMNS: &str =
     "id, event, alert, task_type, value, message, channels, host_id, since, sent_at";
 
 /// Turns a stored row into a record (times out of range read as the epoch).
-pub fn record_from_row(row: AlertRow) -> AlertRecord {
-    let (id, event, alert, task_type, value, message, channels, host_id, since, sent_at) = row;
+fn record_from_row(row: &impl Cells) -> Result<AlertRecord, StoreError> {
     let time = |ms: i64| DateTime::from_timestamp_millis(ms).unwrap_or_default();
-    AlertRecord {
-        id,
-        event,
-        alert,
-        task_type,
-        value: u64::try_from(value).unwrap_or(0),
-        message,
-        channels: channels_from_json(&channels),
-        host_id,
-        since: time(since),
-        sent_at: time(sent_at),
-    }
+    Ok(AlertRecord {
+        id: row.int(0)?,
+        event: row.text(1)?,
+        alert: row.text(2)?,
+        task_type: row.opt_text(3)?,
+        value: count(row.int(4)?),
+        message: row.text(5)?,
+        channels: channels_from_json(&row.text(6)?),
+        host_id: row.text(7)?,
+        since: time(row.int(8)?),
+        sent_at: time(row.int(9)?),
+    })
 }
 
-/// Builds the per-type backlog from `(task_type, pending, oldest next_run_at)` rows.
-pub fn backlog_from_rows(
-    rows: impl IntoIterator<Item = (String, i64, Option<i64>)>,
-    now: DateTime<Utc>,
-) -> BTreeMap<String, Backlog> {
-    let now = super::encoding::millis(now);
-    rows.into_iter()
-        .map(|(task_type, pending, oldest)| {
-            let oldest_due = oldest
-                .filter(|ms| *ms <= now)
-                .and_then(DateTime::from_timestamp_millis);
-            (
-                task_type,
-                Backlog {
-                    pending: u64::try_from(pending).unwrap_or(0),
+fn records(rows: Vec<impl Cells>) -> Result<Vec<AlertRecord>, StoreError> {
+    rows.iter().map(record_from_row).collect()
+}
+
+/// The alert log in portable SQL, for every backend.
+#[async_trait]
+impl<S: Portable> AlertLog for S {
+    async fn dead_letters_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<BTreeMap<String, u64>, StoreError> {
+        // The partial index of failed rows by `finished_at` where the backend has one; the
+        // status is written into the statement so the planner matches it to the predicate.
+        let hint = self.dialect().use_index("async_task_failed_at");
+        let mut statement = self.statement(&format!(
+            "SELECT task_type, COUNT(*) FROM async_task {hint} \
+             WHERE status = 3 AND finished_at >= ? GROUP BY task_type"
+        ));
+        statement.bind(Arg::Int(millis(since)));
+        let rows = self.fetch(Via::Reader, &statement).await?;
+        rows.iter()
+            .map(|row| Ok((row.text(0)?, count(row.int(1)?))))
+            .collect()
+    }
+
+    async fn backlog_by_type(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<BTreeMap<String, Backlog>, StoreError> {
+        let statement = self.statement(
+            "SELECT task_type, COUNT(*), MIN(next_run_at) FROM async_task \
+             WHERE status = 0 GROUP BY task_type",
+        );
+        let now = millis(now);
+        let rows = self.fetch(Via::Reader, &statement).await?;
+        rows.iter()
+            .map(|row| {
+                let oldest_due = row
+                    .opt_int(2)?
+                    .filter(|ms| *ms <= now)
+                    .and_then(DateTime::from_timestamp_millis);
+                let backlog = Backlog {
+                    pending: count(row.int(1)?),
                     oldest_due,
-                },
-            )
-        })
-        .collect()
+                };
+                Ok((row.text(0)?, backlog))
+            })
+            .collect()
+    }
+
+    async fn record_alert(&self, record: &AlertRecord) -> Result<i64, StoreError> {
+        let channels = channels_to_json(&record.channels);
+        let mut statement = self.statement(
+            "INSERT INTO spool_alert (event, alert, task_type, value, message, channels, host_id, since, sent_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        );
+        statement
+            .bind(Arg::Text(&record.event))
+            .bind(Arg::Text(&record.alert))
+            .bind(Arg::OptText(record.task_type.as_deref()))
+            .bind(Arg::Int(stored(record.value)))
+            .bind(Arg::Text(&record.message))
+            .bind(Arg::Text(&channels))
+            .bind(Arg::Text(&record.host_id))
+            .bind(Arg::Int(millis(record.since)))
+            .bind(Arg::Int(millis(record.sent_at)));
+        self.insert_id(&statement).await
+    }
+
+    async fn recent_alerts(&self, limit: usize) -> Result<Vec<AlertRecord>, StoreError> {
+        let mut statement = self.statement(&format!(
+            "SELECT {ALERT_COLUMNS} FROM spool_alert ORDER BY id DESC LIMIT ?"
+        ));
+        statement.bind(Arg::Limit(limit));
+        records(self.fetch(Via::Reader, &statement).await?)
+    }
+
+    async fn open_alerts(&self) -> Result<Vec<AlertRecord>, StoreError> {
+        let statement = self.statement(&format!(
+            "SELECT {ALERT_COLUMNS} FROM spool_alert \
+             WHERE id IN (SELECT MAX(id) FROM spool_alert GROUP BY alert) \
+               AND event IN ('firing', 'repeat') ORDER BY id"
+        ));
+        records(self.fetch(Via::Reader, &statement).await?)
+    }
+
+    async fn last_drill(&self) -> Result<Option<AlertRecord>, StoreError> {
+        let mut statement = self.statement(&format!(
+            "SELECT {ALERT_COLUMNS} FROM spool_alert WHERE alert = ? AND event = ? \
+             ORDER BY id DESC LIMIT 1"
+        ));
+        statement.bind(Arg::Text(DRILL)).bind(Arg::Text(DRILL));
+        let row = self.fetch_optional(Via::Reader, &statement).await?;
+        row.as_ref().map(record_from_row).transpose()
+    }
+
+    async fn prune_alerts(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
+        // The latest rows as a derived table: MySQL refuses a subquery on the table a DELETE
+        // changes (error 1093) unless it is materialized first.
+        let mut statement = self.statement(
+            "DELETE FROM spool_alert WHERE sent_at < ? AND event <> ? \
+             AND id NOT IN (SELECT id FROM (SELECT MAX(id) AS id FROM spool_alert GROUP BY alert) AS latest)",
+        );
+        statement
+            .bind(Arg::Int(millis(before)))
+            .bind(Arg::Text(DRILL));
+        self.execute(&statement).await
+    }
 }

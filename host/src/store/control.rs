@@ -16,6 +16,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 
+use super::encoding::{millis, sql_codes_where, status_code, time_from_millis};
+use super::sql::{Arg, Cells, Portable, Statement, Via};
 use super::{StatusCounts, Store, StoreError};
 use crate::task::{Status, TaskId};
 
@@ -260,6 +262,208 @@ pub async fn run_bulk(
         }
     }
     Ok(report)
+}
+
+/// Appends the selection's conditions, each as ` AND …`, to a statement on `async_task`.
+pub(super) fn and_selection<'a>(statement: &mut Statement<'a>, selection: &'a TaskSelection) {
+    let dialect = statement.dialect();
+    if !selection.ids.is_empty() {
+        statement.and_any_id("id", &selection.ids);
+    }
+    if let Some(task_type) = &selection.task_type {
+        statement
+            .push(" AND task_type = ?")
+            .bind(Arg::Text(task_type));
+    }
+    if let Some(status) = selection.status {
+        statement
+            .push(" AND status = ?")
+            .bind(Arg::Int(status_code(status)));
+    }
+    if let Some(text) = &selection.error_contains {
+        let needle = statement.next_placeholder();
+        statement
+            .push_raw(&format!(" AND {}", dialect.contains("last_error", &needle)))
+            .bind(Arg::Search(text));
+    }
+    if let Some(since) = selection.since {
+        statement
+            .push(" AND COALESCE(finished_at, created_at) >= ?")
+            .bind(Arg::Int(millis(since)));
+    }
+    if let Some(until) = selection.until {
+        statement
+            .push(" AND COALESCE(finished_at, created_at) < ?")
+            .bind(Arg::Int(millis(until)));
+    }
+}
+
+/// The codes of the states `action` applies to, as an SQL list.
+fn action_codes(action: BulkAction) -> String {
+    match action {
+        BulkAction::Retry => sql_codes_where(|s| BulkAction::Retry.applies_to(s)),
+        BulkAction::Discard => sql_codes_where(|s| BulkAction::Discard.applies_to(s)),
+    }
+}
+
+/// Queue control in portable SQL, for every backend.
+///
+/// A batch is two autocommitted statements: pick ids (a plain read, no locks; on SQLite through
+/// the read pool), then change those still in a state the action applies to, in one statement
+/// (on SQLite through the single writer, so other writers get the lock between batches). On the
+/// server databases, at READ COMMITTED, the UPDATE waits for a row a claim holds and re-checks
+/// its state on the committed version, so a task a host claimed meanwhile is left alone.
+#[async_trait]
+impl<S: Portable> Control for S {
+    async fn selection_counts(
+        &self,
+        selection: &TaskSelection,
+    ) -> Result<BTreeMap<String, StatusCounts>, StoreError> {
+        let mut query =
+            self.statement("SELECT task_type, status, COUNT(*) FROM async_task WHERE 1 = 1");
+        and_selection(&mut query, selection);
+        query.push(" GROUP BY task_type, status");
+        let rows = self.fetch(Via::Reader, &query).await?;
+        Ok(counts_per_type(type_status_counts(&rows)?))
+    }
+
+    async fn bulk_step(
+        &self,
+        action: BulkAction,
+        selection: &TaskSelection,
+        after: TaskId,
+        limit: usize,
+        now: DateTime<Utc>,
+    ) -> Result<BatchStep, StoreError> {
+        let dialect = self.dialect();
+        let codes = action_codes(action);
+        // One type in one state: a range of the listing index, in id order (pinned where the
+        // planner may prefer walking every row by id).
+        let index = if selection.task_type.is_some() && selection.status.is_some() {
+            dialect.use_index("async_task_listing")
+        } else {
+            String::new()
+        };
+        let mut pick = self.statement(&format!(
+            "SELECT id FROM async_task {index} WHERE id > ? AND status IN {codes}"
+        ));
+        pick.bind(Arg::Int(after));
+        and_selection(&mut pick, selection);
+        pick.push(" ORDER BY id LIMIT ?").bind(Arg::Limit(limit));
+        let ids = self
+            .fetch(Via::Reader, &pick)
+            .await?
+            .iter()
+            .map(|row| row.int(0))
+            .collect::<Result<Vec<TaskId>, _>>()?;
+        let Some(&last_id) = ids.last() else {
+            return Ok(BatchStep::default());
+        };
+        let now = millis(now);
+        let (failed_note, pending_note) = (
+            BulkAction::discard_note(Status::Failed),
+            BulkAction::discard_note(Status::Pending),
+        );
+        let mut update = self.statement("UPDATE async_task SET ");
+        match action {
+            BulkAction::Retry => {
+                update
+                    .push(
+                        "status = 0, retry_count = 0, next_run_at = ?, finished_at = NULL, \
+                         result = NULL, updated_at = ?",
+                    )
+                    .bind(Arg::Int(now))
+                    .bind(Arg::Int(now));
+            }
+            // last_error first: it reads the state the task was in (MySQL assigns left to
+            // right, and later assignments see earlier ones).
+            BulkAction::Discard => {
+                let note = format!(
+                    "(CASE WHEN status = 3 THEN {} ELSE {} END)",
+                    update.next_placeholder(),
+                    update.next_placeholder()
+                );
+                let error = dialect.concat(&[
+                    &note,
+                    &format!("COALESCE({}, '')", dialect.concat(&["': '", "last_error"])),
+                ]);
+                update
+                    .bind(Arg::Text(&failed_note))
+                    .bind(Arg::Text(&pending_note))
+                    .push_raw(&format!("last_error = {error}, "))
+                    .push(
+                        "status = 4, finished_at = ?, updated_at = ?, lease_owner = NULL, \
+                         lease_expires_at = NULL",
+                    )
+                    .bind(Arg::Int(now))
+                    .bind(Arg::Int(now));
+            }
+        }
+        update.push(" WHERE 1 = 1").and_any_id("id", &ids);
+        update.push_raw(&format!(" AND status IN {codes}"));
+        let changed = self.execute(&update).await?;
+        Ok(BatchStep {
+            picked: ids.len(),
+            last_id: Some(last_id),
+            changed,
+        })
+    }
+
+    async fn pause_type(
+        &self,
+        task_type: &str,
+        now: DateTime<Utc>,
+    ) -> Result<PausedType, StoreError> {
+        let mut pause = self.statement(&self.dialect().insert_or_keep(
+            "INSERT INTO task_type_pause (task_type, paused_at) VALUES (?, ?)",
+            "paused_at",
+        ));
+        pause.bind(Arg::Text(task_type)).bind(Arg::Int(millis(now)));
+        self.execute(&pause).await?;
+        let mut read = self.statement("SELECT paused_at FROM task_type_pause WHERE task_type = ?");
+        read.bind(Arg::Text(task_type));
+        let row = self.fetch_one(Via::Writer, &read).await?;
+        Ok(PausedType {
+            task_type: task_type.to_string(),
+            paused_at: time_from_millis(0, row.int(0)?)?,
+        })
+    }
+
+    async fn resume_type(&self, task_type: &str) -> Result<bool, StoreError> {
+        let mut statement = self.statement("DELETE FROM task_type_pause WHERE task_type = ?");
+        statement.bind(Arg::Text(task_type));
+        Ok(self.execute(&statement).await? > 0)
+    }
+
+    async fn paused_types(&self) -> Result<Vec<PausedType>, StoreError> {
+        // Through the writer: a pause committed a moment ago must be seen.
+        let statement =
+            self.statement("SELECT task_type, paused_at FROM task_type_pause ORDER BY task_type");
+        let rows = self.fetch(Via::Writer, &statement).await?;
+        rows.iter()
+            .map(|row| {
+                Ok(PausedType {
+                    task_type: row.text(0)?,
+                    paused_at: time_from_millis(0, row.int(1)?)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn counts_by_type(&self) -> Result<BTreeMap<String, StatusCounts>, StoreError> {
+        let statement = self.statement(
+            "SELECT task_type, status, COUNT(*) FROM async_task GROUP BY task_type, status",
+        );
+        let rows = self.fetch(Via::Reader, &statement).await?;
+        Ok(counts_per_type(type_status_counts(&rows)?))
+    }
+}
+
+/// Rows of `(task_type, status, count)`.
+fn type_status_counts(rows: &[impl Cells]) -> Result<Vec<(String, i64, i64)>, StoreError> {
+    rows.iter()
+        .map(|row| Ok((row.text(0)?, row.int(1)?, row.int(2)?)))
+        .collect()
 }
 
 #[cfg(test)]

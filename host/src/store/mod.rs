@@ -17,6 +17,9 @@ pub mod history;
 pub mod keyed;
 pub mod mysql;
 pub mod postgres;
+pub mod reads;
+pub mod rows;
+pub mod sql;
 pub mod sqlite;
 pub mod stats;
 
@@ -293,7 +296,8 @@ pub const DEFAULT_CLAIM_HORIZON: std::time::Duration = std::time::Duration::from
 /// The operations Spool needs from a queue database.
 #[async_trait]
 pub trait Store:
-    keyed::KeyLookup
+    reads::TaskReads
+    + keyed::KeyLookup
     + history::AttemptHistory
     + alerts::AlertLog
     + archive::Archive
@@ -336,31 +340,11 @@ pub trait Store:
     /// again with the attempt counted, or failed when no retries remain.
     async fn rescue_expired(&self, now: DateTime<Utc>) -> Result<RescueReport, StoreError>;
 
-    /// One task by id.
-    async fn get(&self, id: TaskId) -> Result<Option<Task>, StoreError>;
-
-    /// Tasks matching the filter, newest first.
-    async fn list(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError>;
-
     /// Sends a failed or cancelled task back to pending, due now, with a fresh retry budget.
     async fn retry(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError>;
 
     /// Cancels a pending or running task. A running attempt's outcome is then discarded.
     async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError>;
-
-    /// How many tasks are in each state.
-    async fn counts(&self) -> Result<StatusCounts, StoreError>;
-
-    /// Pending tasks per task type.
-    async fn pending_by_type(&self) -> Result<std::collections::BTreeMap<String, u64>, StoreError>;
-    /// Due pending tasks of `task`'s type that a claim at `now` takes before it (higher
-    /// priority, or the same priority and earlier in the queue).
-    async fn count_ahead(&self, task: &Task, now: DateTime<Utc>) -> Result<u64, StoreError>;
-    /// Pending tasks per type that are due at `now` (scheduled ones not counted).
-    async fn due_by_type(
-        &self,
-        now: DateTime<Utc>,
-    ) -> Result<std::collections::BTreeMap<String, u64>, StoreError>;
 
     /// Whether the effect `key` of `task_type` was recorded as done.
     async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError>;

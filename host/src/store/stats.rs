@@ -11,12 +11,17 @@
 //!
 //! `spool_stats` holds one row per (tier, time, task type): [`Tier::Samples`] every sampling
 //! interval, [`Tier::Minutes`] rolled up from them; its primary key serves every read and prune.
+//!
+//! One implementation in portable SQL ([`super::sql`]) serves every backend; where the planner
+//! needs telling (SQLite without statistics, MySQL) the reads name their index.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 
 use super::StoreError;
+use super::encoding::millis;
+use super::sql::{Arg, Cells, Portable, Via, count, stored};
 
 /// The resolution of stored points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -174,70 +179,177 @@ pub trait Stats {
     async fn prune_stats(&self, tier: Tier, before: DateTime<Utc>) -> Result<u64, StoreError>;
 }
 
-/// A `spool_stats` row as every backend selects it ([`POINT_COLUMNS`]). `T` is the text type
-/// the backend's driver decodes `task_type` into (MySQL's binary-collated text has its own).
-pub type PointRow<T = String> = (
-    T,
-    i64,
-    i64,
-    i64,
-    i64,
-    i64,
-    Option<i64>,
-    i64,
-    i64,
-    i64,
-    i64,
-    Option<i64>,
-    Option<i64>,
-);
-
-/// A stored point from its row. Counts below zero read as zero.
-pub fn point_from_row<T: Into<String>>(row: PointRow<T>) -> Result<StatsPoint, StoreError> {
-    let (
-        task_type,
-        at,
-        span_ms,
-        pending,
-        running,
-        failed,
-        oldest_pending_ms,
-        done,
-        fail,
-        cancel,
-        attempts_timed,
-        p50,
-        p95,
-    ) = row;
-    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+/// A stored point from its row ([`POINT_COLUMNS`]). Counts below zero read as zero.
+fn point_from_row(row: &impl Cells) -> Result<StatsPoint, StoreError> {
+    let at = row.int(1)?;
     let optional = |n: Option<i64>| n.map(count);
     Ok(StatsPoint {
         at: DateTime::from_timestamp_millis(at).ok_or_else(|| {
             StoreError::Database(format!("spool_stats holds an out-of-range time {at}"))
         })?,
-        task_type: task_type.into(),
-        span_ms: count(span_ms),
-        pending: count(pending),
-        running: count(running),
-        failed: count(failed),
-        oldest_pending_ms: optional(oldest_pending_ms),
-        finished_done: count(done),
-        finished_failed: count(fail),
-        finished_cancelled: count(cancel),
-        attempts_timed: count(attempts_timed),
-        attempt_p50_ms: optional(p50),
-        attempt_p95_ms: optional(p95),
+        task_type: row.text(0)?,
+        span_ms: count(row.int(2)?),
+        pending: count(row.int(3)?),
+        running: count(row.int(4)?),
+        failed: count(row.int(5)?),
+        oldest_pending_ms: optional(row.opt_int(6)?),
+        finished_done: count(row.int(7)?),
+        finished_failed: count(row.int(8)?),
+        finished_cancelled: count(row.int(9)?),
+        attempts_timed: count(row.int(10)?),
+        attempt_p50_ms: optional(row.opt_int(11)?),
+        attempt_p95_ms: optional(row.opt_int(12)?),
     })
 }
 
-/// The columns of `spool_stats` every backend selects, in [`PointRow`]'s order.
-pub const POINT_COLUMNS: &str = "task_type, at, span_ms, pending, running, failed, \
-     oldest_pending_ms, finished_done, finished_failed, finished_cancelled, attempts_timed, \
-     attempt_p50_ms, attempt_p95_ms";
+/// The columns of `spool_stats` every read selects, in the order [`point_from_row`] reads them.
+const POINT_COLUMNS: [&str; 13] = [
+    "task_type",
+    "at",
+    "span_ms",
+    "pending",
+    "running",
+    "failed",
+    "oldest_pending_ms",
+    "finished_done",
+    "finished_failed",
+    "finished_cancelled",
+    "attempts_timed",
+    "attempt_p50_ms",
+    "attempt_p95_ms",
+];
 
-/// A value as stored: counts are BIGINT everywhere.
-pub fn stored(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
+/// The statistics in portable SQL, for every backend.
+#[async_trait]
+impl<S: Portable> Stats for S {
+    async fn backlog(&self, now: DateTime<Utc>) -> Result<BTreeMap<String, Backlog>, StoreError> {
+        let listing = self.dialect().use_index("async_task_listing");
+        let statement = self.statement(&format!(
+            "SELECT status, task_type, COUNT(*) FROM async_task {listing} \
+             WHERE status IN (0, 1, 3) GROUP BY status, task_type"
+        ));
+        let rows = self.fetch(Via::Reader, &statement).await?;
+        let rows: Vec<(i64, String, i64)> = rows
+            .iter()
+            .map(|row| Ok((row.int(0)?, row.text(1)?, row.int(2)?)))
+            .collect::<Result<_, StoreError>>()?;
+        let mut backlog = backlog_from_rows(rows);
+        for (task_type, entry) in backlog.iter_mut().filter(|(_, b)| b.pending > 0) {
+            // The listing index in id order, from the type's first pending entry.
+            let mut due = self.statement(&format!(
+                "SELECT next_run_at FROM async_task {listing} \
+                 WHERE status = 0 AND task_type = ? AND next_run_at <= ? \
+                 ORDER BY status, task_type, id LIMIT 1"
+            ));
+            due.bind(Arg::Text(task_type)).bind(Arg::Int(millis(now)));
+            let row = self.fetch_optional(Via::Reader, &due).await?;
+            entry.oldest_due = match row {
+                Some(row) => DateTime::from_timestamp_millis(row.int(0)?),
+                None => None,
+            };
+        }
+        Ok(backlog)
+    }
+
+    async fn finished_between(
+        &self,
+        after: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<BTreeMap<String, Finished>, StoreError> {
+        let finished = self.dialect().use_index("async_task_finished");
+        let mut statement = self.statement(&format!(
+            "SELECT task_type, status, finished_at - attempted_at FROM async_task {finished} \
+             WHERE finished_at > ? AND finished_at <= ?"
+        ));
+        statement
+            .bind(Arg::Int(millis(after)))
+            .bind(Arg::Int(millis(until)));
+        let rows = self.fetch(Via::Reader, &statement).await?;
+        let rows: Vec<(String, i64, Option<i64>)> = rows
+            .iter()
+            .map(|row| Ok((row.text(0)?, row.int(1)?, row.opt_int(2)?)))
+            .collect::<Result<_, StoreError>>()?;
+        Ok(finished_from_rows(rows))
+    }
+
+    async fn write_stats(&self, tier: Tier, points: &[StatsPoint]) -> Result<(), StoreError> {
+        if points.is_empty() {
+            return Ok(());
+        }
+        let dialect = self.dialect();
+        let mut columns = vec!["tier"];
+        columns.extend(POINT_COLUMNS);
+        let per_statement = (dialect.max_binds() / columns.len()).clamp(1, 1000);
+        let mut statements = Vec::new();
+        for chunk in points.chunks(per_statement) {
+            let row = format!("({})", vec!["?"; columns.len()].join(", "));
+            let rows = vec![row.as_str(); chunk.len()].join(", ");
+            let mut insert = self.statement(&dialect.insert_or_replace(
+                "spool_stats",
+                &columns,
+                &["tier", "at", "task_type"],
+                &rows,
+            ));
+            for p in chunk {
+                insert
+                    .bind(Arg::Int(tier.code()))
+                    .bind(Arg::Text(&p.task_type))
+                    .bind(Arg::Int(millis(p.at)))
+                    .bind(Arg::Int(stored(p.span_ms)))
+                    .bind(Arg::Int(stored(p.pending)))
+                    .bind(Arg::Int(stored(p.running)))
+                    .bind(Arg::Int(stored(p.failed)))
+                    .bind(Arg::OptInt(p.oldest_pending_ms.map(stored)))
+                    .bind(Arg::Int(stored(p.finished_done)))
+                    .bind(Arg::Int(stored(p.finished_failed)))
+                    .bind(Arg::Int(stored(p.finished_cancelled)))
+                    .bind(Arg::Int(stored(p.attempts_timed)))
+                    .bind(Arg::OptInt(p.attempt_p50_ms.map(stored)))
+                    .bind(Arg::OptInt(p.attempt_p95_ms.map(stored)));
+            }
+            statements.push(insert);
+        }
+        self.execute_all(&statements).await?;
+        Ok(())
+    }
+
+    async fn read_stats(
+        &self,
+        tier: Tier,
+        after: DateTime<Utc>,
+        until: DateTime<Utc>,
+        task_type: Option<&str>,
+    ) -> Result<Vec<StatsPoint>, StoreError> {
+        let mut query = self.statement(&format!(
+            "SELECT {} FROM spool_stats WHERE tier = ? AND at > ? AND at <= ?",
+            POINT_COLUMNS.join(", ")
+        ));
+        query
+            .bind(Arg::Int(tier.code()))
+            .bind(Arg::Int(millis(after)))
+            .bind(Arg::Int(millis(until)));
+        if let Some(task_type) = task_type {
+            query.push(" AND task_type = ?").bind(Arg::Text(task_type));
+        }
+        query.push(" ORDER BY at, task_type");
+        let rows = self.fetch(Via::Reader, &query).await?;
+        rows.iter().map(point_from_row).collect()
+    }
+
+    async fn latest_stats(&self, tier: Tier) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let mut statement = self.statement("SELECT MAX(at) FROM spool_stats WHERE tier = ?");
+        statement.bind(Arg::Int(tier.code()));
+        let row = self.fetch_one(Via::Reader, &statement).await?;
+        Ok(row.opt_int(0)?.and_then(DateTime::from_timestamp_millis))
+    }
+
+    async fn prune_stats(&self, tier: Tier, before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let mut statement = self.statement("DELETE FROM spool_stats WHERE tier = ? AND at < ?");
+        statement
+            .bind(Arg::Int(tier.code()))
+            .bind(Arg::Int(millis(before)));
+        self.execute(&statement).await
+    }
 }
 
 #[cfg(test)]

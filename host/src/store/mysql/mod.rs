@@ -62,19 +62,16 @@
 //! (`padded.rs`): a multi-table `UPDATE` joined to a `JSON_TABLE` stages its rows in a
 //! temporary table first, and an `INSERT … SELECT` from one took half as long again as `VALUES`.
 
-mod alerts;
 mod archive;
 mod claim;
 mod completion;
-mod control;
+mod dialect;
 mod enqueue;
 mod history;
-mod keyed;
 mod padded;
 mod rows;
 mod running;
 mod services;
-mod stats;
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -83,14 +80,13 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor};
-use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, SharedStore, StatusCounts,
-    Store, StoreError, TaskFilter,
+    AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, SharedStore, Store,
+    StoreError,
 };
 use crate::task::{Enqueued, NewTask, Task, TaskId};
 
@@ -346,36 +342,12 @@ impl Store for MySqlStore {
         self.rescue(now).await
     }
 
-    async fn get(&self, id: TaskId) -> Result<Option<Task>, StoreError> {
-        self.get_task(id).await
-    }
-
-    async fn list(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
-        self.list_tasks(filter).await
-    }
-
     async fn retry(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
         self.retry_task(id, now).await
     }
 
     async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
         self.cancel_task(id, now).await
-    }
-
-    async fn counts(&self) -> Result<StatusCounts, StoreError> {
-        self.status_counts().await
-    }
-
-    async fn pending_by_type(&self) -> Result<BTreeMap<String, u64>, StoreError> {
-        self.pending_per_type().await
-    }
-
-    async fn count_ahead(&self, task: &Task, now: DateTime<Utc>) -> Result<u64, StoreError> {
-        self.ahead_of(task, now).await
-    }
-
-    async fn due_by_type(&self, now: DateTime<Utc>) -> Result<BTreeMap<String, u64>, StoreError> {
-        self.due_per_type(now).await
     }
 
     async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {

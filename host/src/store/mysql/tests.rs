@@ -4,6 +4,8 @@
 //! servers (`SPOOL_TEST_REQUIRE_SERVERS`, or CI), as the store suite's server variants are.
 
 use super::*;
+use crate::store::StatusCounts;
+use crate::store::reads::TaskReads;
 use crate::task::{Status, Transition};
 use chrono::Duration as Span;
 use sqlx::{Connection, MySqlConnection};

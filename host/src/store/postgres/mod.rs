@@ -33,16 +33,13 @@
 //!
 //! `docs/databases.md` shows the claim's plan on a million rows.
 
-mod alerts;
 mod archive;
 mod attempts;
 mod claim;
-mod control;
+mod dialect;
 mod enqueue;
 mod history;
-mod keyed;
 mod rows;
-mod stats;
 mod wake;
 
 #[cfg(test)]
@@ -51,18 +48,18 @@ mod tests;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{Connection, PgConnection, Postgres, QueryBuilder};
-use std::collections::BTreeMap;
+use sqlx::{Connection, PgConnection};
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use self::rows::{TaskRow, codes_where, into_tasks, millis, task_columns};
+use self::rows::{TaskRow, codes_where, millis, task_columns};
+use super::reads::TaskReads;
 use super::{
-    AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, SharedStore, StatusCounts,
-    Store, StoreError, TaskFilter,
+    AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, SharedStore, Store,
+    StoreError,
 };
 use crate::task::{Enqueued, NewTask, Status, Task, TaskId};
 
@@ -153,22 +150,6 @@ impl PgStore {
             }),
         }
     }
-
-    async fn counts_per_type(
-        &self,
-        sql: &str,
-        now: Option<i64>,
-    ) -> Result<BTreeMap<String, u64>, StoreError> {
-        let mut query = sqlx::query_as::<_, (String, i64)>(sql);
-        if let Some(now) = now {
-            query = query.bind(now);
-        }
-        let rows = query.fetch_all(&self.pool).await?;
-        Ok(rows
-            .into_iter()
-            .map(|(task_type, n)| (task_type, n as u64))
-            .collect())
-    }
 }
 
 #[async_trait]
@@ -204,35 +185,6 @@ impl Store for PgStore {
 
     async fn rescue_expired(&self, now: DateTime<Utc>) -> Result<RescueReport, StoreError> {
         self.rescue(now).await
-    }
-
-    async fn get(&self, id: TaskId) -> Result<Option<Task>, StoreError> {
-        let row: Option<TaskRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            task_columns!(),
-            " FROM async_task WHERE id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(Task::try_from).transpose()
-    }
-
-    async fn list(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
-        let mut query = QueryBuilder::<Postgres>::new(concat!(
-            "SELECT ",
-            task_columns!(),
-            " FROM async_task WHERE TRUE"
-        ));
-        control::push_selection(&mut query, &filter.selection());
-        if let Some(before) = filter.before_id {
-            query.push(" AND id < ").push_bind(before);
-        }
-        query
-            .push(" ORDER BY id DESC LIMIT ")
-            .push_bind(i64::try_from(filter.limit).unwrap_or(i64::MAX));
-        let rows: Vec<TaskRow> = query.build_query_as().fetch_all(&self.pool).await?;
-        into_tasks(rows)
     }
 
     async fn retry(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
@@ -272,50 +224,6 @@ impl Store for PgStore {
         tx.commit().await?;
         self.changed_or_conflict(id, row, "cancel", "pending or running")
             .await
-    }
-
-    async fn counts(&self) -> Result<StatusCounts, StoreError> {
-        let rows: Vec<(i16, i64)> =
-            sqlx::query_as("SELECT status, COUNT(*) FROM async_task GROUP BY status")
-                .fetch_all(&self.pool)
-                .await?;
-        Ok(super::encoding::counts_from_codes(
-            rows.into_iter()
-                .map(|(code, count)| (i64::from(code), count)),
-        ))
-    }
-
-    async fn pending_by_type(&self) -> Result<BTreeMap<String, u64>, StoreError> {
-        self.counts_per_type(
-            "SELECT task_type, COUNT(*) FROM async_task WHERE status = 0 GROUP BY task_type",
-            None,
-        )
-        .await
-    }
-
-    async fn count_ahead(&self, task: &Task, now: DateTime<Utc>) -> Result<u64, StoreError> {
-        // The claim's order: priority DESC, next_run_at, id.
-        let (count,): (i64,) = sqlx::query_as(
-            "SELECT COUNT(*) FROM async_task \
-             WHERE status = 0 AND task_type = $1 AND next_run_at <= $2 \
-               AND (priority > $3 OR (priority = $3 AND (next_run_at < $4 OR (next_run_at = $4 AND id < $5))))",
-        )
-        .bind(&task.task_type)
-        .bind(millis(now))
-        .bind(task.priority)
-        .bind(millis(task.next_run_at))
-        .bind(task.id)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(count as u64)
-    }
-
-    async fn due_by_type(&self, now: DateTime<Utc>) -> Result<BTreeMap<String, u64>, StoreError> {
-        self.counts_per_type(
-            "SELECT task_type, COUNT(*) FROM async_task WHERE status = 0 AND next_run_at <= $1 GROUP BY task_type",
-            Some(millis(now)),
-        )
-        .await
     }
 
     async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {

@@ -3,8 +3,8 @@
 
 use std::borrow::Cow;
 
-use crate::store::StoreError;
-use crate::task::{Status, Task};
+pub(super) use crate::store::rows::TaskRow;
+use crate::task::Status;
 
 /// The columns every statement returning tasks selects, in [`TaskRow`]'s shape. `payload` is a
 /// `json` column and comes back as its text.
@@ -25,7 +25,8 @@ pub(super) fn status_code(status: Status) -> i16 {
     super::super::encoding::status_code(status) as i16
 }
 
-pub(super) fn status_from_code(code: i16) -> Option<Status> {
+#[cfg(test)]
+fn status_from_code(code: i16) -> Option<Status> {
     super::super::encoding::status_from_code(code.into())
 }
 
@@ -48,79 +49,6 @@ pub(super) fn storable(text: &str) -> Cow<'_, str> {
     } else {
         Cow::Borrowed(text)
     }
-}
-
-/// A row of `async_task`, selected with [`task_columns!`].
-#[derive(Debug, sqlx::FromRow)]
-pub(super) struct TaskRow {
-    pub id: i64,
-    pub task_type: String,
-    pub payload: String,
-    pub status: i16,
-    pub priority: i32,
-    pub retry_count: i64,
-    pub max_retry: i64,
-    pub attempts: i64,
-    pub next_run_at: i64,
-    pub idempotency_key: Option<String>,
-    pub lease_owner: Option<String>,
-    pub lease_expires_at: Option<i64>,
-    pub attempted_at: Option<i64>,
-    pub finished_at: Option<i64>,
-    pub last_error: Option<String>,
-    pub result: Option<String>,
-    pub progress: Option<i16>,
-    pub progress_note: Option<String>,
-    pub plugin_version: Option<String>,
-    pub log: Option<String>,
-    pub created_at: i64,
-    pub updated_at: i64,
-}
-
-impl TryFrom<TaskRow> for Task {
-    type Error = StoreError;
-
-    /// Fails with [`StoreError::Corrupt`] for values the task model cannot hold: JSON that
-    /// serde cannot read (PostgreSQL accepts numbers like `1e400`), counters outside `u32`,
-    /// times outside chrono's range, unknown status codes.
-    fn try_from(row: TaskRow) -> Result<Task, StoreError> {
-        let id = row.id;
-        let corrupt = |reason: String| StoreError::Corrupt { id, reason };
-        let counter = |name: &str, value: i64| {
-            u32::try_from(value).map_err(|_| corrupt(format!("{name} {value} is out of range")))
-        };
-        let optional_time = |ms: Option<i64>| ms.map(|ms| time_from_millis(id, ms)).transpose();
-        Ok(Task {
-            id,
-            payload: serde_json::from_str(&row.payload)
-                .map_err(|e| corrupt(format!("payload is not readable JSON: {e}")))?,
-            task_type: row.task_type,
-            status: status_from_code(row.status)
-                .ok_or_else(|| corrupt(format!("unknown status code {}", row.status)))?,
-            priority: row.priority,
-            retry_count: counter("retry_count", row.retry_count)?,
-            max_retry: counter("max_retry", row.max_retry)?,
-            attempts: counter("attempts", row.attempts)?,
-            next_run_at: time_from_millis(id, row.next_run_at)?,
-            idempotency_key: row.idempotency_key,
-            lease_owner: row.lease_owner,
-            lease_expires_at: optional_time(row.lease_expires_at)?,
-            attempted_at: optional_time(row.attempted_at)?,
-            finished_at: optional_time(row.finished_at)?,
-            last_error: row.last_error,
-            result: row.result,
-            progress: row.progress.map(|p| p.clamp(0, 100) as u8),
-            progress_note: row.progress_note,
-            plugin_version: row.plugin_version,
-            log: row.log,
-            created_at: time_from_millis(id, row.created_at)?,
-            updated_at: time_from_millis(id, row.updated_at)?,
-        })
-    }
-}
-
-pub(super) fn into_tasks(rows: Vec<TaskRow>) -> Result<Vec<Task>, StoreError> {
-    rows.into_iter().map(Task::try_from).collect()
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use sqlx::{Connection, Executor, PgConnection};
 use tokio::sync::Notify;
 
 use super::PgStore;
+use crate::store::reads::TaskReads;
 use crate::store::{ClaimRequest, Completion, ProgressUpdate, Store, StoreError};
 use crate::task::{NewTask, Status, Transition};
 

@@ -21,12 +21,9 @@
 //! 100,000-row backlog. The dispatch index already holds the claim order, so the claim reads
 //! its first rows and stops.
 
-mod alerts;
 mod archive;
-mod control;
+mod dialect;
 mod history;
-mod keyed;
-mod stats;
 mod writer;
 
 use async_trait::async_trait;
@@ -35,13 +32,12 @@ use serde_json::json;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{QueryBuilder, Sqlite};
 use std::str::FromStr;
 use std::time::Duration;
 
+use super::reads::TaskReads;
 use super::{
-    AttemptId, ClaimRequest, Completion, KvUsage, ProgressUpdate, RescueReport, StatusCounts,
-    Store, StoreError, TaskFilter,
+    AttemptId, ClaimRequest, Completion, KvUsage, ProgressUpdate, RescueReport, Store, StoreError,
 };
 use crate::task::{Enqueued, NewTask, Status, Task, TaskId};
 
@@ -90,77 +86,8 @@ impl SqliteStore {
     }
 }
 
-use super::encoding::{
-    LEASE_EXPIRED, millis, sql_codes_where as codes_where, status_code, status_from_code,
-    time_from_millis,
-};
-
-/// A row of `async_task` as SQLite returns it.
-#[derive(sqlx::FromRow)]
-pub(crate) struct TaskRow {
-    id: i64,
-    task_type: String,
-    payload: String,
-    status: i64,
-    priority: i64,
-    retry_count: i64,
-    max_retry: i64,
-    attempts: i64,
-    next_run_at: i64,
-    idempotency_key: Option<String>,
-    lease_owner: Option<String>,
-    lease_expires_at: Option<i64>,
-    attempted_at: Option<i64>,
-    finished_at: Option<i64>,
-    last_error: Option<String>,
-    result: Option<String>,
-    progress: Option<i64>,
-    progress_note: Option<String>,
-    plugin_version: Option<String>,
-    log: Option<String>,
-    created_at: i64,
-    updated_at: i64,
-}
-
-impl TryFrom<TaskRow> for Task {
-    type Error = StoreError;
-
-    fn try_from(row: TaskRow) -> Result<Task, StoreError> {
-        let id = row.id;
-        let corrupt = |reason: String| StoreError::Corrupt { id, reason };
-        let optional_time = |ms: Option<i64>| ms.map(|ms| time_from_millis(id, ms)).transpose();
-        Ok(Task {
-            id,
-            payload: serde_json::from_str(&row.payload)
-                .map_err(|e| corrupt(format!("payload is not JSON: {e}")))?,
-            task_type: row.task_type,
-            status: status_from_code(row.status)
-                .ok_or_else(|| corrupt(format!("unknown status code {}", row.status)))?,
-            priority: i32::try_from(row.priority).map_err(|e| corrupt(e.to_string()))?,
-            retry_count: u32::try_from(row.retry_count).map_err(|e| corrupt(e.to_string()))?,
-            max_retry: u32::try_from(row.max_retry).map_err(|e| corrupt(e.to_string()))?,
-            attempts: u32::try_from(row.attempts).map_err(|e| corrupt(e.to_string()))?,
-            next_run_at: time_from_millis(id, row.next_run_at)?,
-            idempotency_key: row.idempotency_key,
-            lease_owner: row.lease_owner,
-            lease_expires_at: optional_time(row.lease_expires_at)?,
-            attempted_at: optional_time(row.attempted_at)?,
-            finished_at: optional_time(row.finished_at)?,
-            last_error: row.last_error,
-            result: row.result,
-            progress: row.progress.map(|p| p.clamp(0, 100) as u8),
-            progress_note: row.progress_note,
-            plugin_version: row.plugin_version,
-            log: row.log,
-            created_at: time_from_millis(id, row.created_at)?,
-            updated_at: time_from_millis(id, row.updated_at)?,
-        })
-    }
-}
-
-fn into_tasks(rows: Vec<TaskRow>) -> Result<Vec<Task>, StoreError> {
-    rows.into_iter().map(Task::try_from).collect()
-}
+use super::encoding::{LEASE_EXPIRED, millis, sql_codes_where as codes_where, status_code};
+pub(crate) use super::rows::{TaskRow, into_tasks};
 
 /// Matches the inserted rows of one chunk back to its inputs.
 ///
@@ -343,27 +270,6 @@ impl Store for SqliteStore {
         Ok(report)
     }
 
-    async fn get(&self, id: TaskId) -> Result<Option<Task>, StoreError> {
-        let row: Option<TaskRow> = sqlx::query_as("SELECT * FROM async_task WHERE id = ?")
-            .bind(id)
-            .fetch_optional(&self.reader)
-            .await?;
-        row.map(Task::try_from).transpose()
-    }
-
-    async fn list(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
-        let mut query = QueryBuilder::<Sqlite>::new("SELECT * FROM async_task WHERE 1 = 1");
-        control::push_selection(&mut query, &filter.selection());
-        if let Some(before) = filter.before_id {
-            query.push(" AND id < ").push_bind(before);
-        }
-        query
-            .push(" ORDER BY id DESC LIMIT ")
-            .push_bind(filter.limit as i64);
-        let rows: Vec<TaskRow> = query.build_query_as().fetch_all(&self.reader).await?;
-        into_tasks(rows)
-    }
-
     async fn retry(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
         let sql = format!(
             "UPDATE async_task SET status = 0, retry_count = 0, next_run_at = ?2, \
@@ -397,55 +303,6 @@ impl Store for SqliteStore {
         tx.commit().await?;
         self.changed_or_conflict(id, row, "cancel", "pending or running")
             .await
-    }
-
-    async fn counts(&self) -> Result<StatusCounts, StoreError> {
-        let rows: Vec<(i64, i64)> =
-            sqlx::query_as("SELECT status, COUNT(*) FROM async_task GROUP BY status")
-                .fetch_all(&self.reader)
-                .await?;
-        Ok(super::encoding::counts_from_codes(rows))
-    }
-
-    async fn pending_by_type(&self) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
-        let rows: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT task_type, COUNT(*) FROM async_task WHERE status = 0 GROUP BY task_type",
-        )
-        .fetch_all(&self.reader)
-        .await?;
-        Ok(rows.into_iter().map(|(t, n)| (t, n as u64)).collect())
-    }
-
-    async fn due_by_type(
-        &self,
-        now: DateTime<Utc>,
-    ) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
-        let rows: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT task_type, COUNT(*) FROM async_task WHERE status = ? AND next_run_at <= ? GROUP BY task_type",
-        )
-        .bind(status_code(Status::Pending))
-        .bind(millis(now))
-        .fetch_all(&self.reader)
-        .await?;
-        Ok(rows.into_iter().map(|(t, n)| (t, n as u64)).collect())
-    }
-
-    async fn count_ahead(&self, task: &Task, now: DateTime<Utc>) -> Result<u64, StoreError> {
-        // The claim's order: priority DESC, next_run_at, id.
-        let (count,): (i64,) = sqlx::query_as(
-            "SELECT COUNT(*) FROM async_task \
-             WHERE status = ?1 AND task_type = ?2 AND next_run_at <= ?3 \
-               AND (priority > ?4 OR (priority = ?4 AND (next_run_at < ?5 OR (next_run_at = ?5 AND id < ?6))))",
-        )
-        .bind(status_code(Status::Pending))
-        .bind(&task.task_type)
-        .bind(millis(now))
-        .bind(task.priority)
-        .bind(millis(task.next_run_at))
-        .bind(task.id)
-        .fetch_one(&self.reader)
-        .await?;
-        Ok(count as u64)
     }
 
     async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {

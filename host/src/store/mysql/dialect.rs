@@ -1,0 +1,179 @@
+//! MySQL's and MariaDB's spelling of the portable statements ([`crate::store::sql`]), and how
+//! they run on the pool. Text columns have a binary collation, so text reads back through
+//! [`Text`]; keys live in `VARBINARY` columns and are bound as bytes.
+
+use async_trait::async_trait;
+use std::sync::LazyLock;
+
+use sqlx::mysql::{MySqlArguments, MySqlRow};
+use sqlx::{Column as _, MySql, Row, Type, query::Query};
+
+use super::MySqlStore;
+use super::rows::{TASK_COLUMNS, Text};
+use crate::store::StoreError;
+use crate::store::sql::{Arg, Cells, Column, Dialect, Portable, Statement, Via};
+
+/// MySQL's dialect: `?` placeholders, lists spelled out one placeholder per id, indexes named
+/// with `FORCE INDEX`, `CONCAT` for text, upserts with `ON DUPLICATE KEY UPDATE`.
+pub struct MySqlDialect;
+
+/// [`TASK_COLUMNS`] for a statement on `async_task` without the `t` alias.
+static PLAIN_TASK_COLUMNS: LazyLock<String> = LazyLock::new(|| TASK_COLUMNS.replace("t.", ""));
+
+impl Dialect for MySqlDialect {
+    fn placeholder(&self, _n: usize) -> String {
+        "?".into()
+    }
+
+    fn use_index(&self, index: &str) -> String {
+        match index {
+            // No partial indexes: the failed rows by time are read through the listing index
+            // (migration 0008), which the planner finds by itself.
+            "async_task_failed_at" => String::new(),
+            _ => format!("FORCE INDEX ({index})"),
+        }
+    }
+
+    fn any_id(&self, column: &str, count: usize, next: &mut dyn FnMut() -> String) -> String {
+        let listed: Vec<String> = (0..count).map(|_| next()).collect();
+        format!("{column} IN ({})", listed.join(", "))
+    }
+
+    fn contains(&self, haystack: &str, needle: &str) -> String {
+        // The column's collation (utf8mb4_bin) decides: case-sensitive, as on every backend.
+        format!("LOCATE({needle}, {haystack}) > 0")
+    }
+
+    fn concat(&self, parts: &[&str]) -> String {
+        format!("CONCAT({})", parts.join(", "))
+    }
+
+    fn insert_or_keep(&self, insert: &str, key: &str) -> String {
+        // A no-op update on a duplicate: the existing row stays as it is.
+        format!("{insert} ON DUPLICATE KEY UPDATE {key} = {key}")
+    }
+
+    fn insert_or_replace(
+        &self,
+        table: &str,
+        columns: &[&str],
+        _key: &[&str],
+        rows: &str,
+    ) -> String {
+        format!(
+            "REPLACE INTO {table} ({}) VALUES {rows}",
+            columns.join(", ")
+        )
+    }
+
+    fn max_binds(&self) -> usize {
+        u16::MAX as usize
+    }
+
+    fn task_columns(&self) -> &'static str {
+        PLAIN_TASK_COLUMNS.as_str()
+    }
+}
+
+fn bind<'q>(
+    mut query: Query<'q, MySql, MySqlArguments>,
+    args: &[Arg<'q>],
+) -> Query<'q, MySql, MySqlArguments> {
+    for arg in args {
+        query = match *arg {
+            Arg::Int(n) => query.bind(n),
+            Arg::OptInt(n) => query.bind(n),
+            Arg::Text(text) | Arg::Search(text) => query.bind(text),
+            Arg::OptText(text) => query.bind(text),
+            Arg::Key(key) => query.bind(key.as_bytes()),
+            Arg::Limit(n) => query.bind(u64::try_from(n).unwrap_or(u64::MAX)),
+            Arg::Ids(ids) => {
+                for id in ids {
+                    query = query.bind(*id);
+                }
+                query
+            }
+        };
+    }
+    query
+}
+
+/// An integer column, signed or unsigned.
+fn integer<I: Column>(row: &MySqlRow, column: I) -> Result<Option<i64>, StoreError> {
+    let kind = row.try_column(column)?.type_info();
+    if <u64 as Type<MySql>>::compatible(kind) {
+        let value: Option<u64> = row.try_get(column)?;
+        return value
+            .map(|n| {
+                i64::try_from(n)
+                    .map_err(|_| StoreError::Database(format!("column {column:?} holds {n}")))
+            })
+            .transpose();
+    }
+    Ok(row.try_get(column)?)
+}
+
+impl Cells for MySqlRow {
+    fn int<I: Column>(&self, column: I) -> Result<i64, StoreError> {
+        integer(self, column)?
+            .ok_or_else(|| StoreError::Database(format!("column {column:?} is NULL")))
+    }
+
+    fn opt_int<I: Column>(&self, column: I) -> Result<Option<i64>, StoreError> {
+        integer(self, column)
+    }
+
+    fn text<I: Column>(&self, column: I) -> Result<String, StoreError> {
+        Ok(self.try_get::<Text, _>(column)?.0)
+    }
+
+    fn opt_text<I: Column>(&self, column: I) -> Result<Option<String>, StoreError> {
+        Ok(self.try_get::<Option<Text>, _>(column)?.map(|t| t.0))
+    }
+}
+
+#[async_trait]
+impl Portable for MySqlStore {
+    type Row = MySqlRow;
+
+    fn dialect(&self) -> &'static dyn Dialect {
+        &MySqlDialect
+    }
+
+    async fn fetch(
+        &self,
+        _via: Via,
+        statement: &Statement<'_>,
+    ) -> Result<Vec<MySqlRow>, StoreError> {
+        Ok(bind(sqlx::query(statement.sql()), statement.args())
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    async fn execute(&self, statement: &Statement<'_>) -> Result<u64, StoreError> {
+        Ok(bind(sqlx::query(statement.sql()), statement.args())
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
+    }
+
+    async fn execute_all(&self, statements: &[Statement<'_>]) -> Result<Vec<u64>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let mut changed = Vec::with_capacity(statements.len());
+        for statement in statements {
+            let outcome = bind(sqlx::query(statement.sql()), statement.args())
+                .execute(&mut *tx)
+                .await?;
+            changed.push(outcome.rows_affected());
+        }
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    async fn insert_id(&self, statement: &Statement<'_>) -> Result<i64, StoreError> {
+        let outcome = bind(sqlx::query(statement.sql()), statement.args())
+            .execute(&self.pool)
+            .await?;
+        Ok(i64::try_from(outcome.last_insert_id()).unwrap_or(i64::MAX))
+    }
+}

@@ -1,0 +1,151 @@
+//! PostgreSQL's spelling of the portable statements ([`crate::store::sql`]), and how it runs
+//! them on the pool.
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::{Column as _, Postgres, Row, Type, query::Query};
+
+use super::PgStore;
+use super::rows::{storable, task_columns};
+use crate::store::StoreError;
+use crate::store::sql::{Arg, Cells, Column, Dialect, Portable, Statement, Via};
+
+/// PostgreSQL's dialect: `$n` placeholders, lists bound as arrays, no index hints (the
+/// planner has statistics), upserts with `ON CONFLICT`.
+pub struct PgDialect;
+
+impl Dialect for PgDialect {
+    fn placeholder(&self, n: usize) -> String {
+        format!("${n}")
+    }
+
+    fn use_index(&self, _index: &str) -> String {
+        String::new()
+    }
+
+    fn any_id(&self, column: &str, _count: usize, next: &mut dyn FnMut() -> String) -> String {
+        format!("{column} = ANY({})", next())
+    }
+
+    fn contains(&self, haystack: &str, needle: &str) -> String {
+        format!("strpos({haystack}, {needle}) > 0")
+    }
+
+    fn insert_or_keep(&self, insert: &str, _key: &str) -> String {
+        format!("{insert} ON CONFLICT DO NOTHING")
+    }
+
+    fn insert_or_replace(&self, table: &str, columns: &[&str], key: &[&str], rows: &str) -> String {
+        let updates: Vec<String> = columns
+            .iter()
+            .filter(|c| !key.contains(c))
+            .map(|c| format!("{c} = EXCLUDED.{c}"))
+            .collect();
+        format!(
+            "INSERT INTO {table} ({}) VALUES {rows} ON CONFLICT ({}) DO UPDATE SET {}",
+            columns.join(", "),
+            key.join(", "),
+            updates.join(", ")
+        )
+    }
+
+    fn max_binds(&self) -> usize {
+        u16::MAX as usize
+    }
+
+    fn task_columns(&self) -> &'static str {
+        task_columns!()
+    }
+}
+
+fn bind<'q>(
+    mut query: Query<'q, Postgres, PgArguments>,
+    args: &[Arg<'q>],
+) -> Query<'q, Postgres, PgArguments> {
+    for arg in args {
+        query = match *arg {
+            Arg::Int(n) => query.bind(n),
+            Arg::OptInt(n) => query.bind(n),
+            Arg::Text(text) | Arg::Key(text) => query.bind(text),
+            Arg::OptText(text) => query.bind(text),
+            Arg::Search(text) => query.bind(storable(text).into_owned()),
+            Arg::Limit(n) => query.bind(i64::try_from(n).unwrap_or(i64::MAX)),
+            Arg::Ids(ids) => query.bind(ids),
+        };
+    }
+    query
+}
+
+/// An integer column of any width.
+fn integer<I: Column>(row: &PgRow, column: I) -> Result<Option<i64>, StoreError> {
+    let kind = row.try_column(column)?.type_info();
+    Ok(if <i16 as Type<Postgres>>::compatible(kind) {
+        row.try_get::<Option<i16>, _>(column)?.map(i64::from)
+    } else if <i32 as Type<Postgres>>::compatible(kind) {
+        row.try_get::<Option<i32>, _>(column)?.map(i64::from)
+    } else {
+        row.try_get(column)?
+    })
+}
+
+impl Cells for PgRow {
+    fn int<I: Column>(&self, column: I) -> Result<i64, StoreError> {
+        integer(self, column)?
+            .ok_or_else(|| StoreError::Database(format!("column {column:?} is NULL")))
+    }
+
+    fn opt_int<I: Column>(&self, column: I) -> Result<Option<i64>, StoreError> {
+        integer(self, column)
+    }
+
+    fn text<I: Column>(&self, column: I) -> Result<String, StoreError> {
+        Ok(self.try_get(column)?)
+    }
+
+    fn opt_text<I: Column>(&self, column: I) -> Result<Option<String>, StoreError> {
+        Ok(self.try_get(column)?)
+    }
+}
+
+#[async_trait]
+impl Portable for PgStore {
+    type Row = PgRow;
+
+    fn dialect(&self) -> &'static dyn Dialect {
+        &PgDialect
+    }
+
+    async fn fetch(&self, _via: Via, statement: &Statement<'_>) -> Result<Vec<PgRow>, StoreError> {
+        Ok(bind(sqlx::query(statement.sql()), statement.args())
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    async fn execute(&self, statement: &Statement<'_>) -> Result<u64, StoreError> {
+        Ok(bind(sqlx::query(statement.sql()), statement.args())
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
+    }
+
+    async fn execute_all(&self, statements: &[Statement<'_>]) -> Result<Vec<u64>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let mut changed = Vec::with_capacity(statements.len());
+        for statement in statements {
+            let outcome = bind(sqlx::query(statement.sql()), statement.args())
+                .execute(&mut *tx)
+                .await?;
+            changed.push(outcome.rows_affected());
+        }
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    async fn insert_id(&self, statement: &Statement<'_>) -> Result<i64, StoreError> {
+        let sql = format!("{} RETURNING id", statement.sql());
+        let row = bind(sqlx::query(&sql), statement.args())
+            .fetch_one(&self.pool)
+            .await?;
+        row.int(0)
+    }
+}
