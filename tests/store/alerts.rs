@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crate::Fixture;
 use spool::store::ClaimRequest;
-use spool::store::alerts::{AlertRecord, Backlog, ChannelOutcome, DRILL};
+use spool::store::alerts::{AlertRecord, ChannelOutcome, DRILL};
+use spool::store::reads::Backlog;
 use spool::task::NewTask;
 
 on_every_backend!(alerts:
@@ -114,7 +115,7 @@ pub async fn the_backlog_counts_pending_and_finds_the_oldest_due(fixture: &Fixtu
         ])
         .await
         .unwrap();
-    let backlog = store.backlog_by_type(now).await.unwrap();
+    let backlog = store.backlog(now).await.unwrap();
     assert_eq!(
         backlog,
         BTreeMap::from([
@@ -122,14 +123,16 @@ pub async fn the_backlog_counts_pending_and_finds_the_oldest_due(fixture: &Fixtu
                 "report".to_string(),
                 Backlog {
                     pending: 3,
+                    due: 2,
                     oldest_due: Some(now - Span::seconds(10)),
+                    ..Backlog::default()
                 }
             ),
             (
                 "sms".to_string(),
                 Backlog {
                     pending: 1,
-                    oldest_due: None,
+                    ..Backlog::default()
                 }
             ),
         ])

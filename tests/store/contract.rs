@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use crate::Fixture;
 pub use crate::stats::*;
+use spool::store::control::TaskSelection;
+use spool::store::reads;
 use spool::store::{
     AttemptId, ClaimRequest, Completion, KvUsage, ProgressUpdate, RescueReport, StoreError,
     TaskFilter,
@@ -735,9 +737,28 @@ pub async fn counts_and_backlog_views_agree(fixture: &Fixture) {
         (5, 0, 1, 0, 0)
     );
     let pending: BTreeMap<String, u64> = [("a".to_string(), 4), ("b".to_string(), 1)].into();
-    assert_eq!(fixture.store.pending_by_type().await.unwrap(), pending);
-    let due: BTreeMap<String, u64> = [("a".to_string(), 3), ("b".to_string(), 1)].into();
-    assert_eq!(fixture.store.due_by_type(now).await.unwrap(), due);
+    let by_type = fixture
+        .store
+        .counts_by_type(&TaskSelection::default())
+        .await
+        .unwrap();
+    assert_eq!(reads::pending_by_type(&by_type), pending);
+    assert_eq!((by_type["a"].running, by_type["b"].done), (0, 1));
+    let of_pending = fixture
+        .store
+        .counts_by_type(&TaskSelection::in_state(Status::Pending))
+        .await
+        .unwrap();
+    assert_eq!(reads::pending_by_type(&of_pending), pending);
+    assert_eq!(
+        of_pending["a"].done + of_pending["b"].done,
+        0,
+        "only pending counted"
+    );
+    let backlog = fixture.store.backlog(now).await.unwrap();
+    let due: BTreeMap<String, u64> = backlog.iter().map(|(t, b)| (t.clone(), b.due)).collect();
+    assert_eq!(due, [("a".to_string(), 3), ("b".to_string(), 1)].into());
+    assert_eq!(backlog["a"].oldest_due, Some(ms(now - Span::seconds(3))));
     // Claim order is priority, then due time, then id: ids[1] first, then ids[0], then ids[2].
     assert_eq!(
         fixture

@@ -82,7 +82,7 @@ pub async fn bulk_retry_and_discard_follow_the_filter_and_the_state_machine(fixt
         ..selection()
     };
     assert_eq!(
-        store.selection_counts(&of_mail).await.unwrap()["mail"],
+        store.counts_by_type(&of_mail).await.unwrap()["mail"],
         StatusCounts {
             pending: 1,
             failed: 3,
@@ -218,7 +218,10 @@ pub async fn bulk_actions_run_in_batches_over_large_selections(fixture: &Fixture
         .unwrap();
     assert_eq!(retried.matched, n as u64 + 3);
     assert_eq!(retried.changed, n as u64 + 3, "each task once");
-    let counts = store.counts_by_type().await.unwrap();
+    let counts = store
+        .counts_by_type(&TaskSelection::default())
+        .await
+        .unwrap();
     assert_eq!(counts["bulk"].pending, n as u64);
     assert_eq!(counts["other"].pending, 3);
     assert_eq!(status_of(fixture, ids[n - 1]).await, Status::Pending);
@@ -284,7 +287,7 @@ pub async fn selections_and_the_listing_filter_by_error_and_time(fixture: &Fixtu
         ..selection()
     };
     assert_eq!(
-        store.selection_counts(&failed_since).await.unwrap()["mail"].failed,
+        store.counts_by_type(&failed_since).await.unwrap()["mail"].failed,
         1
     );
     assert_eq!(pending.len(), 2);

@@ -7,6 +7,7 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 
 use spool::store::postgres::PgStore;
+use spool::store::queue::Queue;
 use spool::store::{Backend, ClaimRequest, Store};
 
 const ROWS: i64 = 1_000_000;

@@ -29,6 +29,7 @@ use spool::store::{Backend, SharedStore};
 /// A fresh store and what keeps its database alive.
 pub struct Fixture {
     pub store: SharedStore,
+    pub backend: Backend,
     pub url: String,
     _dir: Option<tempfile::TempDir>,
 }
@@ -66,6 +67,7 @@ pub async fn fresh(backend: Backend) -> Option<Fixture> {
         .unwrap_or_else(|e| panic!("opening {url}: {e}"));
     Some(Fixture {
         store,
+        backend,
         url,
         _dir: dir,
     })
@@ -135,5 +137,6 @@ on_every_backend!(
 mod alerts;
 mod archive;
 mod control;
+mod database;
 mod history;
 mod keyed;

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::config::Rule;
-use crate::store::alerts::Backlog;
+use crate::store::reads::Backlog;
 
 /// A rule that holds now, for one subject.
 #[derive(Debug, Clone, PartialEq)]
@@ -486,14 +486,16 @@ mod tests {
                 "report".to_string(),
                 Backlog {
                     pending: 1200,
+                    due: 1200,
                     oldest_due: Some(at(0)),
+                    ..Backlog::default()
                 },
             ),
             (
                 "mail".to_string(),
                 Backlog {
                     pending: 3,
-                    oldest_due: None,
+                    ..Backlog::default()
                 },
             ),
         ]);

@@ -58,7 +58,7 @@ impl AlertService {
                 }
                 Rule::Backlog { .. } | Rule::OldestPending { .. } => {
                     if backlog.is_none() {
-                        backlog = Some(self.store.backlog_by_type(now).await?);
+                        backlog = Some(self.store.backlog(now).await?);
                     }
                     holding.extend(rules::backlog(rule, backlog.as_ref().unwrap(), now));
                 }

@@ -273,7 +273,10 @@ pub async fn discard_tasks(
         (status = 503, description = "The database does not answer", body = ErrorBody),
     ))]
 pub async fn list_types(State(state): State<Arc<AppState>>) -> Result<Json<TypesView>, ApiError> {
-    let counts = state.store.counts_by_type().await?;
+    let counts = state
+        .store
+        .counts_by_type(&TaskSelection::default())
+        .await?;
     let paused: BTreeMap<String, DateTime<Utc>> = state
         .store
         .paused_types()

@@ -9,6 +9,8 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use crate::store::StatusCounts;
+use crate::store::control::TaskSelection;
+use crate::task::Status;
 
 /// The host's health.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -64,7 +66,12 @@ pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Hea
     let answers = async {
         Ok::<_, crate::store::StoreError>((
             state.store.counts().await?,
-            state.store.pending_by_type().await?,
+            crate::store::reads::pending_by_type(
+                &state
+                    .store
+                    .counts_by_type(&TaskSelection::in_state(Status::Pending))
+                    .await?,
+            ),
         ))
     };
     let (status, database, counts, waiting) = match answers.await {

@@ -11,6 +11,8 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::error::ApiError;
 use crate::sandbox::capabilities::Capabilities;
+use crate::store::control::TaskSelection;
+use crate::task::Status;
 
 /// A loaded task type.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -109,7 +111,12 @@ pub fn no_plugin_message(task_type: &str) -> String {
 pub async fn list_plugins(
     State(state): State<Arc<AppState>>,
 ) -> Result<Json<PluginsView>, ApiError> {
-    let pending = state.store.pending_by_type().await?;
+    let pending = crate::store::reads::pending_by_type(
+        &state
+            .store
+            .counts_by_type(&TaskSelection::in_state(Status::Pending))
+            .await?,
+    );
     let errors = state.registry.errors();
     let removed = state.registry.removed();
     let loading = state.registry.loading();

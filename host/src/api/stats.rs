@@ -18,7 +18,8 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use crate::store::stats::{Backlog, StatsPoint, Tier};
+use crate::store::reads::Backlog;
+use crate::store::stats::{StatsPoint, Tier};
 use crate::store::{Store, StoreError};
 use crate::worker::upkeep::sampler::{self, MINUTE_MS};
 

@@ -31,6 +31,8 @@ use super::Registry;
 use super::loader::{LoadError, PluginLoader};
 use crate::shutdown::{Shutdown, Stage};
 use crate::store::SharedStore;
+use crate::store::control::TaskSelection;
+use crate::task::Status;
 use spool_rules::names::is_valid_task_type;
 
 /// Quiet time after the last event on a file before it is loaded.
@@ -226,10 +228,13 @@ impl FolderWatcher {
         if self.registry.remove(task_type).is_some() {
             let pending = self
                 .store
-                .pending_by_type()
+                .counts_by_type(&TaskSelection {
+                    task_type: Some(task_type.to_string()),
+                    ..TaskSelection::in_state(Status::Pending)
+                })
                 .await
                 .ok()
-                .and_then(|m| m.get(task_type).copied())
+                .and_then(|m| m.get(task_type).map(|c| c.pending))
                 .unwrap_or(0);
             tracing::warn!(
                 task_type,

@@ -1,5 +1,5 @@
 //! What alerting needs from the database: the figures its rules read (dead letters of each type
-//! within a window, the backlog and its oldest due task per type) and the alert log
+//! within a window; the backlog is [`super::reads::TaskReads::backlog`]) and the alert log
 //! (`spool_alert`): every alert and drill sent, by which host, through which channels with
 //! what outcome. The log lets every host show recent alerts and the last drill, lets a new
 //! leader take over the alerts its predecessor had firing, and survives restarts.
@@ -7,7 +7,7 @@
 //! One implementation in portable SQL ([`super::sql`]) serves every backend. Dead letters within
 //! a window read the partial index of failed rows by `finished_at` (`async_task_failed_at`)
 //! where the backend has one (MySQL has no partial index and reads the listing index's failed
-//! rows, see its migration 0008); the backlog reads the listing index.
+//! rows, see its migration 0008).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -19,15 +19,6 @@ use super::sql::{Arg, Cells, Portable, Via, count, stored};
 
 /// The `event` of a drill in the alert log.
 pub const DRILL: &str = "drill";
-
-/// Pending tasks of one type.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Backlog {
-    pub pending: u64,
-    /// The earliest `next_run_at` among them that is due now; None when all are scheduled
-    /// for later.
-    pub oldest_due: Option<DateTime<Utc>>,
-}
 
 /// How one channel took one message.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
@@ -72,12 +63,6 @@ pub trait AlertLog: Send + Sync {
         &self,
         since: DateTime<Utc>,
     ) -> Result<BTreeMap<String, u64>, StoreError>;
-
-    /// Pending tasks per type, with the oldest one due at `now`.
-    async fn backlog_by_type(
-        &self,
-        now: DateTime<Utc>,
-    ) -> Result<BTreeMap<String, Backlog>, StoreError>;
 
     /// Appends to the alert log; returns the row's id.
     async fn record_alert(&self, record: &AlertRecord) -> Result<i64, StoreError>;
@@ -149,31 +134,6 @@ impl<S: Portable> AlertLog for S {
         let rows = self.fetch(Via::Reader, &statement).await?;
         rows.iter()
             .map(|row| Ok((row.text(0)?, count(row.int(1)?))))
-            .collect()
-    }
-
-    async fn backlog_by_type(
-        &self,
-        now: DateTime<Utc>,
-    ) -> Result<BTreeMap<String, Backlog>, StoreError> {
-        let statement = self.statement(
-            "SELECT task_type, COUNT(*), MIN(next_run_at) FROM async_task \
-             WHERE status = 0 GROUP BY task_type",
-        );
-        let now = millis(now);
-        let rows = self.fetch(Via::Reader, &statement).await?;
-        rows.iter()
-            .map(|row| {
-                let oldest_due = row
-                    .opt_int(2)?
-                    .filter(|ms| *ms <= now)
-                    .and_then(DateTime::from_timestamp_millis);
-                let backlog = Backlog {
-                    pending: count(row.int(1)?),
-                    oldest_due,
-                };
-                Ok((row.text(0)?, backlog))
-            })
             .collect()
     }
 

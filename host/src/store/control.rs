@@ -48,6 +48,14 @@ pub struct TaskSelection {
 }
 
 impl TaskSelection {
+    /// Every task in `status`.
+    pub fn in_state(status: Status) -> Self {
+        TaskSelection {
+            status: Some(status),
+            ..TaskSelection::default()
+        }
+    }
+
     /// Whether no condition is set (the selection matches every task).
     pub fn is_everything(&self) -> bool {
         self.ids.is_empty()
@@ -129,12 +137,6 @@ pub struct PausedType {
 /// What queue control needs from a backend.
 #[async_trait]
 pub trait Control: Send + Sync {
-    /// The tasks `selection` selects, per task type and state (types without any are absent).
-    async fn selection_counts(
-        &self,
-        selection: &TaskSelection,
-    ) -> Result<BTreeMap<String, StatusCounts>, StoreError>;
-
     /// One batch of `action`: picks up to `limit` tasks with ids above `after` that the
     /// selection selects and that are in a state the action applies to (by id), then changes
     /// those still in such a state, in one short statement committed on its own.
@@ -160,9 +162,6 @@ pub trait Control: Send + Sync {
 
     /// Every paused task type, by name.
     async fn paused_types(&self) -> Result<Vec<PausedType>, StoreError>;
-
-    /// Tasks per type and state (types without tasks are absent).
-    async fn counts_by_type(&self) -> Result<BTreeMap<String, StatusCounts>, StoreError>;
 }
 
 /// The tasks of `counts` in a state `action` applies to.
@@ -224,7 +223,7 @@ pub async fn run_bulk(
     dry_run: bool,
     now: DateTime<Utc>,
 ) -> Result<BulkReport, StoreError> {
-    let per_type = store.selection_counts(selection).await?;
+    let per_type = store.counts_by_type(selection).await?;
     let by_status = sum_counts(per_type.values());
     let mut report = BulkReport {
         matched: Status::ALL
@@ -315,18 +314,6 @@ fn action_codes(action: BulkAction) -> String {
 /// its state on the committed version, so a task a host claimed meanwhile is left alone.
 #[async_trait]
 impl<S: Portable> Control for S {
-    async fn selection_counts(
-        &self,
-        selection: &TaskSelection,
-    ) -> Result<BTreeMap<String, StatusCounts>, StoreError> {
-        let mut query =
-            self.statement("SELECT task_type, status, COUNT(*) FROM async_task WHERE 1 = 1");
-        and_selection(&mut query, selection);
-        query.push(" GROUP BY task_type, status");
-        let rows = self.fetch(Via::Reader, &query).await?;
-        Ok(counts_per_type(type_status_counts(&rows)?))
-    }
-
     async fn bulk_step(
         &self,
         action: BulkAction,
@@ -449,21 +436,6 @@ impl<S: Portable> Control for S {
             })
             .collect()
     }
-
-    async fn counts_by_type(&self) -> Result<BTreeMap<String, StatusCounts>, StoreError> {
-        let statement = self.statement(
-            "SELECT task_type, status, COUNT(*) FROM async_task GROUP BY task_type, status",
-        );
-        let rows = self.fetch(Via::Reader, &statement).await?;
-        Ok(counts_per_type(type_status_counts(&rows)?))
-    }
-}
-
-/// Rows of `(task_type, status, count)`.
-fn type_status_counts(rows: &[impl Cells]) -> Result<Vec<(String, i64, i64)>, StoreError> {
-    rows.iter()
-        .map(|row| Ok((row.text(0)?, row.int(1)?, row.int(2)?)))
-        .collect()
 }
 
 #[cfg(test)]

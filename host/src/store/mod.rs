@@ -2,23 +2,26 @@
 //!
 //! [`Store`] is the contract every backend fulfils; the workers, the API and the CLI see nothing
 //! else. SQLite ([`sqlite::SqliteStore`]) is the embedded default. A backend for a server
-//! database claims with `FOR UPDATE SKIP LOCKED` inside [`Store::claim`]; nothing outside this
+//! database claims with `FOR UPDATE SKIP LOCKED` inside [`queue::Queue::claim`]; nothing outside this
 //! module assumes which database is behind the trait.
 //!
-//! Writes are batched where the hot path produces many: [`Store::enqueue`] takes a batch,
-//! [`Store::claim`] returns up to `limit` rows from one statement, and [`Store::complete`]
+//! Writes are batched where the hot path produces many: [`queue::Queue::enqueue`] takes a batch,
+//! [`queue::Queue::claim`] returns up to `limit` rows from one statement, and [`queue::Queue::complete`]
 //! commits many finished attempts in one transaction.
 
 pub mod alerts;
 pub mod archive;
 pub mod control;
+pub mod coordination;
 pub mod encoding;
 pub mod history;
 pub mod keyed;
 pub mod mysql;
 pub mod postgres;
+pub mod queue;
 pub mod reads;
 pub mod rows;
+pub mod services;
 pub mod sql;
 pub mod sqlite;
 pub mod stats;
@@ -26,9 +29,13 @@ pub mod stats;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::task::{Enqueued, NewTask, Status, Task, TaskId, Transition};
+pub use queue::{
+    AttemptId, ClaimRequest, Completion, DEFAULT_CLAIM_HORIZON, ProgressUpdate, RescueReport,
+};
+pub use services::KvUsage;
+
+use crate::task::{Status, Task, TaskId};
 
 /// A shared handle to the configured backend.
 pub type SharedStore = Arc<dyn Store>;
@@ -162,82 +169,10 @@ pub fn split_unreadable(
     Ok((tasks, unreadable))
 }
 
-/// The `last_error` of a task failed because its row could not be read.
-pub fn unreadable_reason(reason: &str) -> String {
-    format!(
-        "the task's row cannot be read ({reason}); fix the row and retry the task, or discard it"
-    )
-}
-
-/// One attempt of one task: the fencing token that matches a completion to its claim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-pub struct AttemptId {
-    pub task: TaskId,
-    /// The task's `attempts` value after the claim that started this attempt.
-    pub attempt: u32,
-}
-
-impl AttemptId {
-    /// The attempt a freshly claimed task is running.
-    pub fn of(task: &Task) -> Self {
-        AttemptId {
-            task: task.id,
-            attempt: task.attempts,
-        }
-    }
-}
-
-/// What a host asks for when it claims work.
-#[derive(Debug, Clone)]
-pub struct ClaimRequest {
-    /// The host's identity; written into the lease.
-    pub owner: String,
-    /// At most this many rows.
-    pub limit: usize,
-    /// Only these task types (the ones this host has a handler for).
-    pub task_types: Vec<String>,
-    /// The claim time: rows due at or before it qualify.
-    pub now: DateTime<Utc>,
-    /// How long the lease lasts before the rescuer may take the task back.
-    pub lease: Duration,
-}
-
-/// One finished attempt, to be written by [`Store::complete`].
-#[derive(Debug, Clone)]
-pub struct Completion {
-    pub id: TaskId,
-    /// The lease owner that ran it; a row leased by someone else (or no longer running,
-    /// e.g. cancelled meanwhile) is left alone.
-    pub owner: String,
-    /// The claim this attempt came from (the task's `attempts` after that claim): a row
-    /// claimed again since (rescued after its lease expired) is left alone.
-    pub attempt: u32,
-    /// Where the task goes.
-    pub transition: Transition,
-    /// How the attempt ended, for its record in the attempt history.
-    pub outcome: history::Outcome,
-    /// The content hash of the plugin build that ran this attempt.
-    pub plugin_version: Option<String>,
-    /// What the attempt printed (bounded by the sandbox).
-    pub log: Option<String>,
-    pub finished_at: DateTime<Utc>,
-}
-
-/// A progress report from a running handler.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProgressUpdate {
-    pub id: TaskId,
-    pub percent: u8,
-    pub note: String,
-}
-
-/// What one rescue pass did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RescueReport {
-    /// Expired tasks returned to pending.
-    pub retried: u64,
-    /// Expired tasks that had no retries left and became failed.
-    pub failed: u64,
+/// The `last_error` of a task failed because its row could not be read (`error` says which
+/// and why; one wording on every backend).
+pub fn unreadable_reason(error: &StoreError) -> String {
+    format!("{error}; failed without running: fix the row and retry the task, or discard it")
 }
 
 /// Which tasks a listing returns.
@@ -269,14 +204,6 @@ impl TaskFilter {
     }
 }
 
-/// What a task type keeps in its key-value store.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct KvUsage {
-    pub keys: u64,
-    /// Bytes of keys and values together.
-    pub bytes: u64,
-}
-
 /// Number of tasks in each state.
 #[derive(
     Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
@@ -289,14 +216,24 @@ pub struct StatusCounts {
     pub cancelled: u64,
 }
 
-/// The claim horizon a backend asks for unless it overrides [`Store::claim_horizon`]: 20 ms
-/// of work held claimed ahead of the free slots (see `worker/run/ready.rs`).
-pub const DEFAULT_CLAIM_HORIZON: std::time::Duration = std::time::Duration::from_millis(20);
-
-/// The operations Spool needs from a queue database.
+/// The operations Spool needs from a queue database, grouped by resource: the queue's
+/// lifecycle ([`queue::Queue`]), task reads ([`reads::TaskReads`]), the host services'
+/// tables ([`services::HostServices`]), host-wide values and leadership
+/// ([`coordination::Coordination`]), key lookups ([`keyed::KeyLookup`]), the attempt history
+/// ([`history::AttemptHistory`]), the alert log ([`alerts::AlertLog`]), the archive
+/// ([`archive::Archive`]), queue control ([`control::Control`]) and statistics
+/// ([`stats::Stats`]); and the connection itself, here. A [`SharedStore`] answers all of their
+/// methods.
+///
+/// A backend implements [`queue::Queue`], [`archive::Archive`] and
+/// [`history::AttemptHistory`] itself (the statements that differ in substance) and
+/// [`sql::Portable`] with a [`sql::Dialect`], which gives it every other trait written once.
 #[async_trait]
 pub trait Store:
-    reads::TaskReads
+    queue::Queue
+    + reads::TaskReads
+    + services::HostServices
+    + coordination::Coordination
     + keyed::KeyLookup
     + history::AttemptHistory
     + alerts::AlertLog
@@ -307,115 +244,6 @@ pub trait Store:
     + Sync
     + 'static
 {
-    /// Inserts tasks in one transaction, in order. A task whose (type, idempotency key) already
-    /// exists is not inserted; its existing row comes back marked as a duplicate.
-    async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError>;
-
-    /// Leases up to `limit` due pending tasks of the given types in one statement, ordered by
-    /// priority (higher first), then `next_run_at`, then id; returns them in that order.
-    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError>;
-
-    /// Writes finished attempts in one transaction. Returns how many rows changed: a
-    /// completion for a row that is no longer running under that lease changes nothing.
-    async fn complete(&self, completions: &[Completion]) -> Result<u64, StoreError>;
-
-    /// Stores the latest progress of running tasks.
-    async fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<(), StoreError>;
-
-    /// Extends the leases of these attempts, each only while its task is still running under
-    /// that claim and owner; returns the attempts that were extended (one missing from the
-    /// answer was cancelled or rescued meanwhile).
-    async fn extend_leases(
-        &self,
-        owner: &str,
-        attempts: &[AttemptId],
-        until: DateTime<Utc>,
-    ) -> Result<Vec<AttemptId>, StoreError>;
-
-    /// Returns these attempts' tasks to pending without counting the attempt (shutdown, or a
-    /// claim this host cannot run after all); only rows still running under that claim.
-    async fn release(&self, owner: &str, attempts: &[AttemptId]) -> Result<u64, StoreError>;
-
-    /// Takes back running tasks whose lease expired before `now` (their host died): pending
-    /// again with the attempt counted, or failed when no retries remain.
-    async fn rescue_expired(&self, now: DateTime<Utc>) -> Result<RescueReport, StoreError>;
-
-    /// Sends a failed or cancelled task back to pending, due now, with a fresh retry budget.
-    async fn retry(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError>;
-
-    /// Cancels a pending or running task. A running attempt's outcome is then discarded.
-    async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError>;
-
-    /// Whether the effect `key` of `task_type` was recorded as done.
-    async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError>;
-
-    /// Records the effect `key` of `task_type` as done (committed before returning).
-    async fn record_effect(
-        &self,
-        task_type: &str,
-        key: &str,
-        task_id: TaskId,
-    ) -> Result<(), StoreError>;
-
-    /// Reads a key of a task type's key-value store.
-    async fn kv_get(&self, task_type: &str, key: &str) -> Result<Option<String>, StoreError>;
-
-    /// Writes a key of a task type's key-value store.
-    async fn kv_set(&self, task_type: &str, key: &str, value: &str) -> Result<(), StoreError>;
-
-    /// Deletes a key; true when it existed.
-    async fn kv_delete(&self, task_type: &str, key: &str) -> Result<bool, StoreError>;
-
-    /// What a task type keeps in its key-value store: how many keys, and the bytes of its keys
-    /// and values together (as UTF-8).
-    async fn kv_usage(&self, task_type: &str) -> Result<KvUsage, StoreError>;
-
-    /// Forgets the effects of `task_type` recorded before `before`; returns how many.
-    async fn prune_effects(
-        &self,
-        task_type: &str,
-        before: DateTime<Utc>,
-    ) -> Result<u64, StoreError>;
-
-    /// How many attempts of a task in a row ended in a snooze (a completion that leaves it
-    /// pending without an error); 0 after any other outcome, and for an unknown task.
-    async fn snoozes(&self, id: TaskId) -> Result<u32, StoreError>;
-
-    /// Returns the value stored under `name`, storing `value` first if there is none (the
-    /// first host to ask decides; every later caller gets the same answer).
-    async fn meta_get_or_insert(&self, name: &str, value: &str) -> Result<String, StoreError>;
-
-    /// Takes or renews the leadership of `role` for `owner` until `now + lease`, if nobody else
-    /// holds an unexpired lease on it. Returns the leader after the attempt (`owner` when it
-    /// leads).
-    async fn lead(
-        &self,
-        role: &str,
-        owner: &str,
-        now: DateTime<Utc>,
-        lease: Duration,
-    ) -> Result<String, StoreError>;
-
-    /// Gives up the leadership of `role` if `owner` holds it, so another host takes over at
-    /// once instead of after the lease.
-    async fn resign(&self, role: &str, owner: &str) -> Result<(), StoreError>;
-
-    /// How much work, in time, a host may hold claimed ahead of its free slots under a backlog
-    /// (`worker/run/ready.rs`). Longer means fewer, larger claims; shorter means a task of higher
-    /// priority enqueued meanwhile, or another host with free slots, waits less behind the
-    /// tasks claimed ahead. A backend whose claim statement has a large fixed cost asks for more.
-    fn claim_horizon(&self) -> std::time::Duration {
-        DEFAULT_CLAIM_HORIZON
-    }
-
-    /// Asks the backend to call `wake` whenever any host (or application SQL) enqueues a task,
-    /// for as long as the store is open. Returns false when the database cannot notify; the
-    /// dispatcher then relies on its poll interval to see other writers' tasks.
-    fn watch_enqueues(&self, wake: Arc<tokio::sync::Notify>) -> bool {
-        let _ = wake;
-        false
-    }
-
     /// Checks that the database answers.
     async fn ping(&self) -> Result<(), StoreError>;
 

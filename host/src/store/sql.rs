@@ -4,7 +4,7 @@
 //! Most of what the store asks of a database is the same SQL on SQLite, PostgreSQL and
 //! MySQL/MariaDB up to a few spellings: placeholders (`$1` or `?`), membership in a list of ids
 //! (`= ANY($1)`, `IN (SELECT value FROM json_each(?))`, `IN (?, ?, …)`), substring search
-//! (`strpos`, `instr`, `LOCATE`), insert-or-keep and insert-or-replace, index hints (`INDEXED
+//! (`strpos`, `instr`, `LOCATE`), byte lengths, insert-or-keep and insert-or-replace, index hints (`INDEXED
 //! BY`, none, `FORCE INDEX`), text concatenation and how an insert hands back its id. A
 //! [`Statement`] is built from text with `?` for each value; the dialect renders placeholders
 //! and the small differences, and the backend binds the neutral [`Arg`]s to its driver's types.
@@ -12,7 +12,8 @@
 //! The statements that make up the hot path (enqueue, claim, completion) and the writes that
 //! differ in substance (archive moves, attempt history) are not written here: each backend
 //! keeps them in its own files, unchanged, on its own driver types. The portable layer is for
-//! everything else (reads, the host services' tables, control, statistics, alerts), where one
+//! everything else (reads, the host services' tables, leadership, control, statistics,
+//! alerts), where one
 //! rendering of a short string and one dynamic dispatch per statement cost nothing next to the
 //! round trip. Rows come back as the driver's own row type; [`Cells`] reads a column by
 //! position or name into a neutral value (`i64` for every integer width, `String` for every
@@ -77,6 +78,9 @@ pub trait Dialect: Send + Sync {
     fn concat(&self, parts: &[&str]) -> String {
         parts.join(" || ")
     }
+
+    /// The sum, as a BIGINT (0 over no rows), of the bytes the text `columns` hold together.
+    fn byte_length_sum(&self, columns: &[&str]) -> String;
 
     /// `insert` (an `INSERT … VALUES …`) that leaves an existing row with the same `key`
     /// alone.
@@ -285,6 +289,9 @@ mod tests {
         fn contains(&self, haystack: &str, needle: &str) -> String {
             format!("strpos({haystack}, {needle}) > 0")
         }
+        fn byte_length_sum(&self, _: &[&str]) -> String {
+            String::new()
+        }
         fn insert_or_keep(&self, insert: &str, _: &str) -> String {
             format!("{insert} ON CONFLICT DO NOTHING")
         }
@@ -314,6 +321,9 @@ mod tests {
         }
         fn contains(&self, haystack: &str, needle: &str) -> String {
             format!("LOCATE({needle}, {haystack}) > 0")
+        }
+        fn byte_length_sum(&self, _: &[&str]) -> String {
+            String::new()
         }
         fn insert_or_keep(&self, insert: &str, _: &str) -> String {
             insert.into()

@@ -42,19 +42,6 @@ impl Tier {
     }
 }
 
-/// The backlog of one task type at one moment.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Backlog {
-    /// Pending tasks, scheduled ones included.
-    pub pending: u64,
-    pub running: u64,
-    /// Dead letters.
-    pub failed: u64,
-    /// When the earliest-enqueued due pending task (the lowest id among those due) became
-    /// due; absent when none is due. Its age is how long the head of the queue has waited.
-    pub oldest_due: Option<DateTime<Utc>>,
-}
-
 /// What finished in an interval, for one task type.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Finished {
@@ -100,26 +87,6 @@ pub fn finished_from_rows(
     by_type
 }
 
-/// Backlog rows `(status, task_type, count)` grouped by type (oldest due still unknown).
-pub fn backlog_from_rows(
-    rows: impl IntoIterator<Item = (i64, String, i64)>,
-) -> BTreeMap<String, Backlog> {
-    use super::encoding::status_from_code;
-    use crate::task::Status;
-    let mut by_type: BTreeMap<String, Backlog> = BTreeMap::new();
-    for (status, task_type, count) in rows {
-        let count = u64::try_from(count).unwrap_or(0);
-        let entry = by_type.entry(task_type).or_default();
-        match status_from_code(status) {
-            Some(Status::Pending) => entry.pending = count,
-            Some(Status::Running) => entry.running = count,
-            Some(Status::Failed) => entry.failed = count,
-            _ => {}
-        }
-    }
-    by_type
-}
-
 /// One stored point of one task type: the backlog at `at` and what finished in the `span_ms`
 /// before it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -133,7 +100,8 @@ pub struct StatsPoint {
     pub running: u64,
     /// Dead letters.
     pub failed: u64,
-    /// How long the oldest due pending task had waited at `at` (see [`Backlog::oldest_due`]).
+    /// How long the oldest due pending task had waited at `at` (see
+    /// [`super::reads::Backlog::oldest_due`]).
     pub oldest_pending_ms: Option<u64>,
     /// Tasks that finished in the interval, by outcome.
     pub finished_done: u64,
@@ -148,9 +116,6 @@ pub struct StatsPoint {
 /// The statistics operations of a queue database.
 #[async_trait]
 pub trait Stats {
-    /// The backlog per task type at `now`: every type with pending, running or failed tasks.
-    async fn backlog(&self, now: DateTime<Utc>) -> Result<BTreeMap<String, Backlog>, StoreError>;
-
     /// Tasks whose `finished_at` lies in `(after, until]`, per type.
     async fn finished_between(
         &self,
@@ -222,35 +187,6 @@ const POINT_COLUMNS: [&str; 13] = [
 /// The statistics in portable SQL, for every backend.
 #[async_trait]
 impl<S: Portable> Stats for S {
-    async fn backlog(&self, now: DateTime<Utc>) -> Result<BTreeMap<String, Backlog>, StoreError> {
-        let listing = self.dialect().use_index("async_task_listing");
-        let statement = self.statement(&format!(
-            "SELECT status, task_type, COUNT(*) FROM async_task {listing} \
-             WHERE status IN (0, 1, 3) GROUP BY status, task_type"
-        ));
-        let rows = self.fetch(Via::Reader, &statement).await?;
-        let rows: Vec<(i64, String, i64)> = rows
-            .iter()
-            .map(|row| Ok((row.int(0)?, row.text(1)?, row.int(2)?)))
-            .collect::<Result<_, StoreError>>()?;
-        let mut backlog = backlog_from_rows(rows);
-        for (task_type, entry) in backlog.iter_mut().filter(|(_, b)| b.pending > 0) {
-            // The listing index in id order, from the type's first pending entry.
-            let mut due = self.statement(&format!(
-                "SELECT next_run_at FROM async_task {listing} \
-                 WHERE status = 0 AND task_type = ? AND next_run_at <= ? \
-                 ORDER BY status, task_type, id LIMIT 1"
-            ));
-            due.bind(Arg::Text(task_type)).bind(Arg::Int(millis(now)));
-            let row = self.fetch_optional(Via::Reader, &due).await?;
-            entry.oldest_due = match row {
-                Some(row) => DateTime::from_timestamp_millis(row.int(0)?),
-                None => None,
-            };
-        }
-        Ok(backlog)
-    }
-
     async fn finished_between(
         &self,
         after: DateTime<Utc>,
@@ -374,24 +310,5 @@ mod tests {
         let b = &by_type["b"];
         assert_eq!((b.done, b.failed, b.cancelled), (0, 1, 0));
         assert!(b.attempt_ms.is_empty());
-    }
-
-    #[test]
-    fn backlog_rows_fill_each_state() {
-        let by_type = backlog_from_rows([
-            (0, "a".to_string(), 5),
-            (1, "a".to_string(), 2),
-            (3, "b".to_string(), 7),
-        ]);
-        assert_eq!(
-            by_type["a"],
-            Backlog {
-                pending: 5,
-                running: 2,
-                failed: 0,
-                oldest_due: None
-            }
-        );
-        assert_eq!(by_type["b"].failed, 7);
     }
 }

@@ -136,7 +136,7 @@ impl MySqlStore {
                 (_, Ok(task)) => claimed.push(task.claimed(&request.owner, at, until)),
                 (id, Err(error)) => {
                     tracing::error!(task = id, "{error}; failing it instead of running it");
-                    fail_unreadable(&mut tx, id, &error.to_string()).await?;
+                    fail_unreadable(&mut tx, id, &crate::store::unreadable_reason(&error)).await?;
                 }
             }
         }
@@ -181,7 +181,7 @@ async fn fail_unreadable(
          WHERE id = ?",
     )
     .bind(status_code(Status::Failed))
-    .bind(format!("{reason}; failed without running"))
+    .bind(reason)
     .bind(now)
     .bind(now)
     .bind(id)

@@ -71,7 +71,6 @@ mod history;
 mod padded;
 mod rows;
 mod running;
-mod services;
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -84,6 +83,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::queue::Queue;
 use super::{
     AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, SharedStore, Store,
     StoreError,
@@ -298,7 +298,7 @@ fn json_arrays(items: impl Iterator<Item = String>, budget: usize) -> Vec<String
 }
 
 #[async_trait]
-impl Store for MySqlStore {
+impl Queue for MySqlStore {
     async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
         self.enqueue_batch(tasks).await
     }
@@ -349,87 +349,10 @@ impl Store for MySqlStore {
     async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
         self.cancel_task(id, now).await
     }
+}
 
-    async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {
-        self.is_effect_recorded(task_type, key).await
-    }
-
-    async fn record_effect(
-        &self,
-        task_type: &str,
-        key: &str,
-        task_id: TaskId,
-    ) -> Result<(), StoreError> {
-        self.write_effect(task_type, key, task_id).await
-    }
-
-    async fn kv_get(&self, task_type: &str, key: &str) -> Result<Option<String>, StoreError> {
-        self.read_kv(task_type, key).await
-    }
-
-    async fn kv_set(&self, task_type: &str, key: &str, value: &str) -> Result<(), StoreError> {
-        self.write_kv(task_type, key, value).await
-    }
-
-    async fn kv_delete(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {
-        self.delete_kv(task_type, key).await
-    }
-
-    async fn kv_usage(&self, task_type: &str) -> Result<super::KvUsage, StoreError> {
-        // LENGTH counts bytes; the key is VARBINARY, the value utf8mb4 text.
-        let (keys, bytes): (i64, i64) = sqlx::query_as(
-            "SELECT COUNT(*), CAST(COALESCE(SUM(LENGTH(kv_key) + LENGTH(kv_value)), 0) AS SIGNED) \
-             FROM task_kv WHERE task_type = ?",
-        )
-        .bind(task_type)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(super::KvUsage {
-            keys: keys.max(0) as u64,
-            bytes: bytes.max(0) as u64,
-        })
-    }
-
-    async fn prune_effects(
-        &self,
-        task_type: &str,
-        before: DateTime<Utc>,
-    ) -> Result<u64, StoreError> {
-        let outcome =
-            sqlx::query("DELETE FROM effect_ledger WHERE task_type = ? AND recorded_at < ?")
-                .bind(task_type)
-                .bind(rows::millis(before))
-                .execute(&self.pool)
-                .await?;
-        Ok(outcome.rows_affected())
-    }
-
-    async fn snoozes(&self, id: TaskId) -> Result<u32, StoreError> {
-        let row: Option<(u32,)> = sqlx::query_as("SELECT snoozes FROM async_task WHERE id = ?")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map_or(0, |(n,)| n))
-    }
-
-    async fn meta_get_or_insert(&self, name: &str, value: &str) -> Result<String, StoreError> {
-        self.first_meta_value(name, value).await
-    }
-
-    async fn lead(
-        &self,
-        role: &str,
-        owner: &str,
-        now: DateTime<Utc>,
-        lease: Duration,
-    ) -> Result<String, StoreError> {
-        self.take_or_renew_lead(role, owner, now, lease).await
-    }
-
-    async fn resign(&self, role: &str, owner: &str) -> Result<(), StoreError> {
-        self.give_up_lead(role, owner).await
-    }
-
+#[async_trait]
+impl Store for MySqlStore {
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())

@@ -6,6 +6,7 @@
 use super::*;
 use crate::store::StatusCounts;
 use crate::store::reads::TaskReads;
+use crate::store::services::HostServices;
 use crate::task::{Status, Transition};
 use chrono::Duration as Span;
 use sqlx::{Connection, MySqlConnection};
@@ -192,62 +193,6 @@ async fn an_enqueue_with_a_payload_that_is_not_json_writes_nothing() {
 }
 
 #[tokio::test]
-async fn an_unreadable_row_is_failed_and_the_other_tasks_are_claimed() {
-    let Some(db) = Database::fresh().await else {
-        return;
-    };
-    let store = db.open().await;
-    let now = Utc::now();
-    let ids: Vec<TaskId> = store
-        .enqueue((0..4).map(|_| task("a", now)).collect())
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.task.id)
-        .collect();
-    // Written by other SQL: a creation time no clock can show, and a key that is not UTF-8.
-    let mut app = db.connect().await;
-    sqlx::query("UPDATE async_task SET created_at = 9000000000000000000 WHERE id = ?")
-        .bind(ids[1])
-        .execute(&mut app)
-        .await
-        .unwrap();
-    sqlx::query("UPDATE async_task SET idempotency_key = X'FF00' WHERE id = ?")
-        .bind(ids[2])
-        .execute(&mut app)
-        .await
-        .unwrap();
-    let claimed = store.claim(&claim(&["a"], 10)).await.unwrap();
-    assert_eq!(
-        claimed.iter().map(|t| t.id).collect::<Vec<_>>(),
-        [ids[0], ids[3]],
-        "the readable ones, in claim order"
-    );
-    let failed: Vec<(TaskId, i8, Option<String>)> =
-        sqlx::query_as("SELECT id, status, CAST(last_error AS CHAR) FROM async_task WHERE id IN (?, ?) ORDER BY id")
-            .bind(ids[1])
-            .bind(ids[2])
-            .fetch_all(&mut app)
-            .await
-            .unwrap();
-    for (id, status, error) in failed {
-        assert_eq!(status, 3, "task {id} is failed");
-        let error = error.unwrap();
-        assert!(
-            error.contains(&format!("stored task {id} is unreadable"))
-                && error.contains("failed without running"),
-            "{error}"
-        );
-    }
-    assert!(
-        store.claim(&claim(&["a"], 10)).await.unwrap().is_empty(),
-        "they do not come back"
-    );
-    store.close().await;
-    db.drop().await;
-}
-
-#[tokio::test]
 async fn keys_compare_byte_for_byte() {
     let Some(db) = Database::fresh().await else {
         return;
@@ -408,96 +353,6 @@ async fn hosts_racing_with_the_same_keys_make_one_task_per_key() {
     let store = db.open().await;
     assert_eq!(store.counts().await.unwrap().pending, 120);
     store.close().await;
-    db.drop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn hosts_starting_together_migrate_once() {
-    let Some(db) = Database::fresh().await else {
-        return;
-    };
-    let opening: Vec<_> = (0..4)
-        .map(|_| {
-            let url = db.url.clone();
-            tokio::spawn(async move { MySqlStore::open(&url).await })
-        })
-        .collect();
-    for store in opening {
-        store.await.unwrap().unwrap().close().await;
-    }
-    let mut app = db.connect().await;
-    let (applied,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
-        .fetch_one(&mut app)
-        .await
-        .unwrap();
-    assert_eq!(
-        applied as usize,
-        sqlx::migrate!("../migrations/mysql").iter().count()
-    );
-    db.drop().await;
-}
-
-#[tokio::test]
-async fn errors_that_waiting_can_fix_are_unavailable() {
-    let Some(db) = Database::fresh().await else {
-        return;
-    };
-    // Connection refused: a port nobody listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let refused = MySqlStore::open(&format!("mysql://spool:spool@127.0.0.1:{port}/spool")).await;
-    assert!(
-        matches!(refused, Err(StoreError::Unavailable(_))),
-        "{:?}",
-        refused.err()
-    );
-
-    // A deadlock victim.
-    let store = db.open().await;
-    let ids: Vec<TaskId> = store
-        .enqueue(vec![task("a", Utc::now()), task("a", Utc::now())])
-        .await
-        .unwrap()
-        .iter()
-        .map(|e| e.task.id)
-        .collect();
-    let (mut left, mut right) = (db.connect().await, db.connect().await);
-    left.execute("BEGIN").await.unwrap();
-    right.execute("BEGIN").await.unwrap();
-    let lock = |id: TaskId| format!("UPDATE async_task SET priority = 1 WHERE id = {id}");
-    left.execute(lock(ids[0]).as_str()).await.unwrap();
-    right.execute(lock(ids[1]).as_str()).await.unwrap();
-    let (second, first) = (lock(ids[1]), lock(ids[0]));
-    let (a, b) = tokio::join!(left.execute(second.as_str()), right.execute(first.as_str()));
-    let victim = a
-        .err()
-        .or(b.err())
-        .expect("one of them is the deadlock victim");
-    assert!(matches!(
-        StoreError::from(victim),
-        StoreError::Unavailable(_)
-    ));
-
-    // A connection the server killed (an administrator, or a server restarting).
-    let mut pooled = store.pool.acquire().await.unwrap();
-    let (id,): (u64,) = sqlx::query_as("SELECT CONNECTION_ID()")
-        .fetch_one(&mut *pooled)
-        .await
-        .unwrap();
-    left.execute(format!("KILL {id}").as_str()).await.unwrap();
-    let gone = sqlx::query("SELECT 1")
-        .execute(&mut *pooled)
-        .await
-        .unwrap_err();
-    assert!(matches!(StoreError::from(gone), StoreError::Unavailable(_)));
-    drop(pooled);
-    store.close().await;
-    // Their transactions would hold the tables open.
-    left.close().await.unwrap();
-    right.close().await.unwrap();
     db.drop().await;
 }
 

@@ -93,7 +93,7 @@ impl PgStore {
                 Err(error) => unreadable.push(Unreadable {
                     id,
                     attempt,
-                    reason: storable(&format!("{error}; failed without running")).into_owned(),
+                    reason: storable(&crate::store::unreadable_reason(&error)).into_owned(),
                 }),
             }
         }

@@ -31,6 +31,14 @@ impl Dialect for PgDialect {
         format!("strpos({haystack}, {needle}) > 0")
     }
 
+    fn byte_length_sum(&self, columns: &[&str]) -> String {
+        let lengths: Vec<String> = columns
+            .iter()
+            .map(|c| format!("octet_length({c})"))
+            .collect();
+        format!("COALESCE(SUM({}), 0)::BIGINT", lengths.join(" + "))
+    }
+
     fn insert_or_keep(&self, insert: &str, _key: &str) -> String {
         format!("{insert} ON CONFLICT DO NOTHING")
     }

@@ -56,6 +56,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use self::rows::{TaskRow, codes_where, millis, task_columns};
+use super::queue::Queue;
 use super::reads::TaskReads;
 use super::{
     AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, SharedStore, Store,
@@ -153,7 +154,7 @@ impl PgStore {
 }
 
 #[async_trait]
-impl Store for PgStore {
+impl Queue for PgStore {
     async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
         self.enqueue_tasks(tasks).await
     }
@@ -226,170 +227,6 @@ impl Store for PgStore {
             .await
     }
 
-    async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {
-        let row: Option<(i32,)> =
-            sqlx::query_as("SELECT 1 FROM effect_ledger WHERE task_type = $1 AND effect_key = $2")
-                .bind(task_type)
-                .bind(key)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(row.is_some())
-    }
-
-    async fn record_effect(
-        &self,
-        task_type: &str,
-        key: &str,
-        task_id: TaskId,
-    ) -> Result<(), StoreError> {
-        // Autocommit: committed (and durable, with the server's synchronous_commit) on return.
-        sqlx::query(
-            "INSERT INTO effect_ledger (task_type, effect_key, task_id, recorded_at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(task_type)
-        .bind(key)
-        .bind(task_id)
-        .bind(millis(Utc::now()))
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    async fn kv_get(&self, task_type: &str, key: &str) -> Result<Option<String>, StoreError> {
-        let row: Option<(String,)> =
-            sqlx::query_as("SELECT kv_value FROM task_kv WHERE task_type = $1 AND kv_key = $2")
-                .bind(task_type)
-                .bind(key)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(row.map(|(value,)| value))
-    }
-
-    async fn kv_set(&self, task_type: &str, key: &str, value: &str) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO task_kv (task_type, kv_key, kv_value, updated_at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (task_type, kv_key) DO UPDATE SET kv_value = EXCLUDED.kv_value, updated_at = EXCLUDED.updated_at",
-        )
-        .bind(task_type)
-        .bind(key)
-        .bind(value)
-        .bind(millis(Utc::now()))
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    async fn kv_delete(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {
-        let outcome = sqlx::query("DELETE FROM task_kv WHERE task_type = $1 AND kv_key = $2")
-            .bind(task_type)
-            .bind(key)
-            .execute(&self.pool)
-            .await?;
-        Ok(outcome.rows_affected() > 0)
-    }
-
-    async fn kv_usage(&self, task_type: &str) -> Result<super::KvUsage, StoreError> {
-        let (keys, bytes): (i64, i64) = sqlx::query_as(
-            "SELECT COUNT(*), COALESCE(SUM(octet_length(kv_key) + octet_length(kv_value)), 0)::BIGINT \
-             FROM task_kv WHERE task_type = $1",
-        )
-        .bind(task_type)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(super::KvUsage {
-            keys: keys.max(0) as u64,
-            bytes: bytes.max(0) as u64,
-        })
-    }
-
-    async fn prune_effects(
-        &self,
-        task_type: &str,
-        before: DateTime<Utc>,
-    ) -> Result<u64, StoreError> {
-        let outcome =
-            sqlx::query("DELETE FROM effect_ledger WHERE task_type = $1 AND recorded_at < $2")
-                .bind(task_type)
-                .bind(millis(before))
-                .execute(&self.pool)
-                .await?;
-        Ok(outcome.rows_affected())
-    }
-
-    async fn snoozes(&self, id: TaskId) -> Result<u32, StoreError> {
-        let row: Option<(i32,)> = sqlx::query_as("SELECT snoozes FROM async_task WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map_or(0, |(n,)| u32::try_from(n).unwrap_or(0)))
-    }
-
-    async fn meta_get_or_insert(&self, name: &str, value: &str) -> Result<String, StoreError> {
-        // Two statements, not one: an INSERT that found a concurrent host's row (it waits for
-        // that transaction, then does nothing) cannot read the row in its own snapshot; the
-        // SELECT after it, with a new snapshot, can.
-        sqlx::query(
-            "INSERT INTO spool_meta (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(name)
-        .bind(value)
-        .execute(&self.pool)
-        .await?;
-        let (stored,): (String,) = sqlx::query_as("SELECT value FROM spool_meta WHERE name = $1")
-            .bind(name)
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(stored)
-    }
-
-    async fn lead(
-        &self,
-        role: &str,
-        owner: &str,
-        now: DateTime<Utc>,
-        lease: Duration,
-    ) -> Result<String, StoreError> {
-        let until = millis(now + crate::task::chrono_duration(lease));
-        loop {
-            // The upsert waits for a concurrent one on the same role and then decides on the
-            // row that one left, so two hosts can never both win.
-            let won: Option<(String,)> = sqlx::query_as(
-                "INSERT INTO spool_leader (role, owner, expires_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT (role) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at \
-                 WHERE spool_leader.owner = EXCLUDED.owner OR spool_leader.expires_at < $4 \
-                 RETURNING owner",
-            )
-            .bind(role)
-            .bind(owner)
-            .bind(until)
-            .bind(millis(now))
-            .fetch_optional(&self.pool)
-            .await?;
-            if let Some((leader,)) = won {
-                return Ok(leader);
-            }
-            let leader: Option<(String,)> =
-                sqlx::query_as("SELECT owner FROM spool_leader WHERE role = $1")
-                    .bind(role)
-                    .fetch_optional(&self.pool)
-                    .await?;
-            if let Some((leader,)) = leader {
-                return Ok(leader);
-            }
-            // The leader resigned between the two statements: the role is free, ask again.
-        }
-    }
-
-    async fn resign(&self, role: &str, owner: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM spool_leader WHERE role = $1 AND owner = $2")
-            .bind(role)
-            .bind(owner)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
     fn watch_enqueues(&self, wake: Arc<Notify>) -> bool {
         let listener = tokio::spawn(wake::listen(
             self.options.clone(),
@@ -402,7 +239,10 @@ impl Store for PgStore {
             .push(listener);
         true
     }
+}
 
+#[async_trait]
+impl Store for PgStore {
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())

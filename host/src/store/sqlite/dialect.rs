@@ -32,6 +32,14 @@ impl Dialect for SqliteDialect {
         format!("instr({haystack}, {needle}) > 0")
     }
 
+    fn byte_length_sum(&self, columns: &[&str]) -> String {
+        let lengths: Vec<String> = columns
+            .iter()
+            .map(|c| format!("LENGTH(CAST({c} AS BLOB))"))
+            .collect();
+        format!("COALESCE(SUM({}), 0)", lengths.join(" + "))
+    }
+
     fn insert_or_keep(&self, insert: &str, _key: &str) -> String {
         format!("{insert} ON CONFLICT DO NOTHING")
     }

@@ -35,10 +35,9 @@ use sqlx::sqlite::{
 use std::str::FromStr;
 use std::time::Duration;
 
+use super::queue::Queue;
 use super::reads::TaskReads;
-use super::{
-    AttemptId, ClaimRequest, Completion, KvUsage, ProgressUpdate, RescueReport, Store, StoreError,
-};
+use super::{AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, Store, StoreError};
 use crate::task::{Enqueued, NewTask, Status, Task, TaskId};
 
 /// How long a statement waits for another process's write lock before failing.
@@ -71,7 +70,7 @@ impl SqliteStore {
             .acquire_timeout(BUSY_TIMEOUT * 3)
             .connect_with(options.clone())
             .await?;
-        sqlx::migrate!("../migrations/sqlite").run(&writer).await?;
+        migrate(&writer, options.get_filename()).await?;
         let hot = writer::Writer::start(options.get_filename())?;
         let reader = SqlitePoolOptions::new()
             .max_connections(READ_CONNECTIONS)
@@ -84,6 +83,38 @@ impl SqliteStore {
             hot,
         })
     }
+}
+
+/// Applies the embedded migrations while holding an exclusive lock on `<database>.migrate-lock`
+/// beside the file. Hosts opening a new file at once would otherwise each apply the first
+/// migrations (sqlx takes no lock on SQLite) and all but one fail; with the lock, the others
+/// wait and then find every migration applied. The lock is a separate file, not the database:
+/// SQLite's own POSIX locks on the database are released when any descriptor of the file in
+/// the process is closed.
+async fn migrate(writer: &SqlitePool, database: &std::path::Path) -> Result<(), StoreError> {
+    let mut name = database.as_os_str().to_owned();
+    name.push(".migrate-lock");
+    let path = std::path::PathBuf::from(name);
+    let lock = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)?;
+        file.lock()?;
+        Ok(file)
+    })
+    .await
+    .map_err(|e| StoreError::Migration(e.to_string()))?
+    .map_err(|e| {
+        StoreError::Migration(format!(
+            "cannot lock the migration lock file beside {}: {e}",
+            database.display()
+        ))
+    })?;
+    let applied = sqlx::migrate!("../migrations/sqlite").run(writer).await;
+    drop(lock);
+    Ok(applied?)
 }
 
 use super::encoding::{LEASE_EXPIRED, millis, sql_codes_where as codes_where, status_code};
@@ -113,7 +144,7 @@ fn match_inserted(chunk: &[NewTask], mut inserted: Vec<Task>) -> Vec<Option<Task
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl Queue for SqliteStore {
     async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
         if tasks.is_empty() {
             return Ok(Vec::new());
@@ -136,7 +167,10 @@ impl Store for SqliteStore {
                         task_id = id,
                         "failing a claimed task whose row cannot be read: {reason}"
                     );
-                    (id, super::unreadable_reason(&reason))
+                    (
+                        id,
+                        super::unreadable_reason(&StoreError::Corrupt { id, reason }),
+                    )
                 })
                 .collect();
             self.hot
@@ -304,157 +338,10 @@ impl Store for SqliteStore {
         self.changed_or_conflict(id, row, "cancel", "pending or running")
             .await
     }
+}
 
-    async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {
-        // Read through the writer: a record committed a moment ago must be seen.
-        let row: Option<(i64,)> =
-            sqlx::query_as("SELECT 1 FROM effect_ledger WHERE task_type = ? AND effect_key = ?")
-                .bind(task_type)
-                .bind(key)
-                .fetch_optional(&self.writer)
-                .await?;
-        Ok(row.is_some())
-    }
-
-    async fn record_effect(
-        &self,
-        task_type: &str,
-        key: &str,
-        task_id: TaskId,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO effect_ledger (task_type, effect_key, task_id, recorded_at) VALUES (?, ?, ?, ?) \
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(task_type)
-        .bind(key)
-        .bind(task_id)
-        .bind(millis(Utc::now()))
-        .execute(&self.writer)
-        .await?;
-        Ok(())
-    }
-
-    async fn kv_get(&self, task_type: &str, key: &str) -> Result<Option<String>, StoreError> {
-        let row: Option<(String,)> =
-            sqlx::query_as("SELECT kv_value FROM task_kv WHERE task_type = ? AND kv_key = ?")
-                .bind(task_type)
-                .bind(key)
-                .fetch_optional(&self.writer)
-                .await?;
-        Ok(row.map(|(value,)| value))
-    }
-
-    async fn kv_set(&self, task_type: &str, key: &str, value: &str) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO task_kv (task_type, kv_key, kv_value, updated_at) VALUES (?1, ?2, ?3, ?4) \
-             ON CONFLICT (task_type, kv_key) DO UPDATE SET kv_value = ?3, updated_at = ?4",
-        )
-        .bind(task_type)
-        .bind(key)
-        .bind(value)
-        .bind(millis(Utc::now()))
-        .execute(&self.writer)
-        .await?;
-        Ok(())
-    }
-
-    async fn kv_delete(&self, task_type: &str, key: &str) -> Result<bool, StoreError> {
-        let outcome = sqlx::query("DELETE FROM task_kv WHERE task_type = ? AND kv_key = ?")
-            .bind(task_type)
-            .bind(key)
-            .execute(&self.writer)
-            .await?;
-        Ok(outcome.rows_affected() > 0)
-    }
-
-    async fn kv_usage(&self, task_type: &str) -> Result<KvUsage, StoreError> {
-        // Read through the writer, like kv_get: the last write must count.
-        let (keys, bytes): (i64, i64) = sqlx::query_as(
-            "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(kv_key AS BLOB)) + LENGTH(CAST(kv_value AS BLOB))), 0) \
-             FROM task_kv WHERE task_type = ?",
-        )
-        .bind(task_type)
-        .fetch_one(&self.writer)
-        .await?;
-        Ok(KvUsage {
-            keys: keys.max(0) as u64,
-            bytes: bytes.max(0) as u64,
-        })
-    }
-
-    async fn prune_effects(
-        &self,
-        task_type: &str,
-        before: DateTime<Utc>,
-    ) -> Result<u64, StoreError> {
-        let outcome =
-            sqlx::query("DELETE FROM effect_ledger WHERE task_type = ? AND recorded_at < ?")
-                .bind(task_type)
-                .bind(millis(before))
-                .execute(&self.writer)
-                .await?;
-        Ok(outcome.rows_affected())
-    }
-
-    async fn snoozes(&self, id: TaskId) -> Result<u32, StoreError> {
-        let row: Option<(i64,)> = sqlx::query_as("SELECT snoozes FROM async_task WHERE id = ?")
-            .bind(id)
-            .fetch_optional(&self.writer)
-            .await?;
-        Ok(row.map_or(0, |(n,)| u32::try_from(n).unwrap_or(u32::MAX)))
-    }
-
-    async fn meta_get_or_insert(&self, name: &str, value: &str) -> Result<String, StoreError> {
-        sqlx::query("INSERT INTO spool_meta (name, value) VALUES (?, ?) ON CONFLICT DO NOTHING")
-            .bind(name)
-            .bind(value)
-            .execute(&self.writer)
-            .await?;
-        let (stored,): (String,) = sqlx::query_as("SELECT value FROM spool_meta WHERE name = ?")
-            .bind(name)
-            .fetch_one(&self.writer)
-            .await?;
-        Ok(stored)
-    }
-
-    async fn lead(
-        &self,
-        role: &str,
-        owner: &str,
-        now: DateTime<Utc>,
-        lease: Duration,
-    ) -> Result<String, StoreError> {
-        let until = millis(now + crate::task::chrono_duration(lease));
-        let mut tx = self.writer.begin().await?;
-        sqlx::query(
-            "INSERT INTO spool_leader (role, owner, expires_at) VALUES (?1, ?2, ?3) \
-             ON CONFLICT (role) DO UPDATE SET owner = ?2, expires_at = ?3 \
-             WHERE spool_leader.owner = ?2 OR spool_leader.expires_at < ?4",
-        )
-        .bind(role)
-        .bind(owner)
-        .bind(until)
-        .bind(millis(now))
-        .execute(&mut *tx)
-        .await?;
-        let (leader,): (String,) = sqlx::query_as("SELECT owner FROM spool_leader WHERE role = ?")
-            .bind(role)
-            .fetch_one(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(leader)
-    }
-
-    async fn resign(&self, role: &str, owner: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM spool_leader WHERE role = ? AND owner = ?")
-            .bind(role)
-            .bind(owner)
-            .execute(&self.writer)
-            .await?;
-        Ok(())
-    }
-
+#[async_trait]
+impl Store for SqliteStore {
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.reader).await?;
         Ok(())

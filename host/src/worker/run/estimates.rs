@@ -128,8 +128,12 @@ impl Estimator<'_> {
         let now = Utc::now();
         let backlog = match self.estimates.fresh_backlog() {
             Some(backlog) => Some(backlog),
-            None => match self.store.due_by_type(now).await {
+            None => match self.store.backlog(now).await {
                 Ok(backlog) => {
+                    let backlog: BTreeMap<String, u64> = backlog
+                        .into_iter()
+                        .map(|(task_type, b)| (task_type, b.due))
+                        .collect();
                     self.estimates.set_backlog(backlog.clone());
                     Some(backlog)
                 }

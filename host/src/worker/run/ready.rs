@@ -9,7 +9,7 @@
 //! The queue is kept short in *time*, not in rows: its depth is the number of attempts this
 //! host finishes in the horizon (the rate at which a queued task would get its slot), measured
 //! as it runs; the horizon is [`HORIZON`], 20 ms, or longer where a store asks for it
-//! ([`crate::store::Store::claim_horizon`]: 60 ms on MySQL, whose claims cost more). So a
+//! ([`crate::store::queue::Queue::claim_horizon`]: 60 ms on MySQL, whose claims cost more). So a
 //! host draining ten thousand no-op tasks a second claims a hundred or two at a time while a
 //! host whose tasks take longer than the horizon claims nothing ahead, and nothing is claimed
 //! ahead before an attempt has finished. That bounds what queued tasks can
@@ -37,7 +37,7 @@ use tokio::sync::Notify;
 use crate::task::Task;
 
 /// How much work, in time, the ready queue holds at most, unless the store asks for a longer
-/// horizon ([`crate::store::Store::claim_horizon`]). The store owns the figure because a
+/// horizon ([`crate::store::queue::Queue::claim_horizon`]). The store owns the figure because a
 /// backend's claim cost decides it.
 pub const HORIZON: Duration = crate::store::DEFAULT_CLAIM_HORIZON;
 /// Most tasks claimed ahead of the free slots (at 2 cores a no-op drain reaches about 600; the

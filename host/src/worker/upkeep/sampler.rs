@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use super::leader::Leadership;
 use crate::shutdown::{Shutdown, Stage};
-use crate::store::stats::{Backlog, Finished, StatsPoint, Tier};
+use crate::store::reads::Backlog;
+use crate::store::stats::{Finished, StatsPoint, Tier};
 use crate::store::{SharedStore, StoreError};
 
 /// How long samples are kept.
@@ -315,6 +316,7 @@ mod tests {
             pending: 3,
             running: 1,
             failed: 0,
+            due: 2,
             oldest_due: Some(at(4_000)),
         };
         let finished = Finished {

@@ -1,0 +1,106 @@
+//! What hosts sharing one database agree on: host-wide values the first host decides
+//! (`spool_meta`), and leadership leases (`spool_leader`) that make one host at a time run the
+//! upkeep (`worker/upkeep/leader.rs`). One implementation in portable SQL ([`super::sql`])
+//! serves every backend.
+//!
+//! Each decision is an insert that keeps an existing row, then (for leadership) an `UPDATE …
+//! WHERE` whose condition reads the stored row, in one transaction. On the server databases
+//! at READ COMMITTED the insert waits for a concurrent insert of the same key to commit and
+//! then does nothing, and the update re-reads the row it waited for, so two hosts never both
+//! win; on SQLite the single writer serializes them.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+use super::StoreError;
+use super::encoding::millis;
+use super::sql::{Arg, Cells, Portable, Via};
+
+/// Host-wide values and leadership.
+#[async_trait]
+pub trait Coordination: Send + Sync {
+    /// Returns the value stored under `name`, storing `value` first if there is none (the
+    /// first host to ask decides; every later caller gets the same answer).
+    async fn meta_get_or_insert(&self, name: &str, value: &str) -> Result<String, StoreError>;
+
+    /// Takes or renews the leadership of `role` for `owner` until `now + lease`, if nobody else
+    /// holds an unexpired lease on it. Returns the leader after the attempt (`owner` when it
+    /// leads).
+    async fn lead(
+        &self,
+        role: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> Result<String, StoreError>;
+
+    /// Gives up the leadership of `role` if `owner` holds it, so another host takes over at
+    /// once instead of after the lease.
+    async fn resign(&self, role: &str, owner: &str) -> Result<(), StoreError>;
+}
+
+#[async_trait]
+impl<S: Portable> Coordination for S {
+    async fn meta_get_or_insert(&self, name: &str, value: &str) -> Result<String, StoreError> {
+        // Two statements: an insert that waited for a concurrent host's row cannot read that
+        // row in its own snapshot; the read after it, in a new one, can.
+        let mut insert = self.statement(
+            &self
+                .dialect()
+                .insert_or_keep("INSERT INTO spool_meta (name, value) VALUES (?, ?)", "name"),
+        );
+        insert.bind(Arg::Text(name)).bind(Arg::Text(value));
+        self.execute(&insert).await?;
+        let mut read = self.statement("SELECT value FROM spool_meta WHERE name = ?");
+        read.bind(Arg::Text(name));
+        self.fetch_one(Via::Writer, &read).await?.text(0)
+    }
+
+    async fn lead(
+        &self,
+        role: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> Result<String, StoreError> {
+        let until = millis(now + crate::task::chrono_duration(lease));
+        loop {
+            // The row exists afterwards (ours, if there was none).
+            let mut insert = self.statement(&self.dialect().insert_or_keep(
+                "INSERT INTO spool_leader (role, owner, expires_at) VALUES (?, ?, ?)",
+                "role",
+            ));
+            insert
+                .bind(Arg::Text(role))
+                .bind(Arg::Text(owner))
+                .bind(Arg::Int(until));
+            // Renew our own lease, or take over an expired one.
+            let mut take = self.statement(
+                "UPDATE spool_leader SET owner = ?, expires_at = ? \
+                 WHERE role = ? AND (owner = ? OR expires_at < ?)",
+            );
+            take.bind(Arg::Text(owner))
+                .bind(Arg::Int(until))
+                .bind(Arg::Text(role))
+                .bind(Arg::Text(owner))
+                .bind(Arg::Int(millis(now)));
+            // The rows changed are no answer: MySQL counts the rows an upsert or update found,
+            // not those it changed. The row says who leads.
+            self.execute_all(&[insert, take]).await?;
+            let mut read = self.statement("SELECT owner FROM spool_leader WHERE role = ?");
+            read.bind(Arg::Text(role));
+            if let Some(row) = self.fetch_optional(Via::Writer, &read).await? {
+                return row.text(0);
+            }
+            // The leader resigned between the two: the role is free, ask again.
+        }
+    }
+
+    async fn resign(&self, role: &str, owner: &str) -> Result<(), StoreError> {
+        let mut statement = self.statement("DELETE FROM spool_leader WHERE role = ? AND owner = ?");
+        statement.bind(Arg::Text(role)).bind(Arg::Text(owner));
+        self.execute(&statement).await?;
+        Ok(())
+    }
+}
