@@ -8,13 +8,13 @@
 //!
 //! Records are written by the store in the same transaction as the change they describe, so
 //! the history never disagrees with the task row:
-//! - a completion batch ([`super::Store::complete`]) writes one record per completion that
+//! - a completion batch ([`super::queue::Queue::complete`]) writes one record per completion that
 //!   applied, in one statement per batch (a completion fenced out, because the task was
 //!   cancelled or rescued meanwhile, writes nothing: the cancel or rescue wrote that attempt's
 //!   record);
-//! - the rescuer ([`super::Store::rescue_expired`]) writes [`Outcome::Rescued`];
-//! - a cancel of a running task ([`super::Store::cancel`]) writes [`Outcome::Cancelled`];
-//! - a release at shutdown ([`super::Store::release`]) writes [`Outcome::Released`].
+//! - the rescuer ([`super::queue::Queue::rescue_expired`]) writes [`Outcome::Rescued`];
+//! - a cancel of a running task ([`super::queue::Queue::cancel`]) writes [`Outcome::Cancelled`];
+//! - a release at shutdown ([`super::queue::Queue::release`]) writes [`Outcome::Released`].
 //!
 //! A claimed row that cannot be read is failed at once and gets no record (no attempt ran).
 //!

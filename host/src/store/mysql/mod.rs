@@ -32,7 +32,7 @@
 //!
 //! # No notifications
 //!
-//! MySQL has no LISTEN/NOTIFY: [`Store::watch_enqueues`] keeps its default (`false`). A host
+//! MySQL has no LISTEN/NOTIFY: [`Queue::watch_enqueues`] keeps its default (`false`). A host
 //! still wakes at once for its own enqueues; tasks enqueued by other hosts or by application
 //! SQL are seen at the next poll, so their pickup latency is up to the poll interval (1 s by
 //! default, `poll_interval`) when the host is idle.

@@ -1,7 +1,7 @@
 //! Leadership: which host runs the maintenance services (the rescuer today) when several hosts
 //! share one database.
 //!
-//! A leader row with a lease, in the store (`Store::lead`), rather than a session-scoped
+//! A leader row with a lease, in the store (`Coordination::lead`), rather than a session-scoped
 //! advisory lock: the same statement shape works on SQLite, PostgreSQL and MySQL, it survives a
 //! pooled connection being recycled, and it needs no dedicated connection held open for the
 //! life of the host. The leader renews every third of the lease; when it stops renewing (it

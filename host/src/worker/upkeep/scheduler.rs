@@ -10,7 +10,7 @@
 //!
 //! Ticks before a schedule existed never run: the first host to see a schedule (with its
 //! current expression) stores when, in the hosts' shared values (`spool_meta`, through
-//! [`crate::store::Store::meta_get_or_insert`]), and every host starts from there. After
+//! [`crate::store::coordination::Coordination::meta_get_or_insert`]), and every host starts from there. After
 //! downtime only the latest missed tick is enqueued ([`crate::schedule::due`]), once.
 //!
 //! A schedule of a type that no host has a plugin for still enqueues: its tasks wait, pending,
