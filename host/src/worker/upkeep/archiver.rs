@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::leader::Leadership;
+use super::leader::{LeaderTicks, Leadership};
 use crate::shutdown::{Shutdown, Stage};
 use crate::store::archive::{ArchiveBatch, ArchiveCounts, DEFAULT_BATCH};
 use crate::store::{SharedStore, Store, StoreError};
@@ -190,18 +190,12 @@ impl Archiver {
     /// Runs a pass every `interval` while this host leads (and as soon as it becomes the
     /// leader), until shutdown begins.
     pub async fn run(self) {
-        let mut ticker = tokio::time::interval(self.interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut leading = self.leadership.subscribe();
-        loop {
-            tokio::select! {
-                _ = ticker.tick() => {}
-                Ok(()) = leading.changed() => {}
-                _ = self.shutdown.reached(Stage::Graceful) => return,
-            }
-            if !self.leadership.is_leader() {
-                continue;
-            }
+        let mut ticks = LeaderTicks::new(
+            self.interval,
+            self.leadership.clone(),
+            self.shutdown.clone(),
+        );
+        while ticks.next().await {
             if let Err(error) = self.run_once().await {
                 tracing::warn!("archiving finished tasks failed: {error}; will try again");
             }

@@ -65,6 +65,42 @@ impl Leadership {
     }
 }
 
+/// The pace of a periodic upkeep service: a tick every interval while this host leads, and one
+/// as soon as it becomes the leader.
+pub struct LeaderTicks {
+    ticker: tokio::time::Interval,
+    leading: watch::Receiver<bool>,
+    leadership: Arc<Leadership>,
+    shutdown: Shutdown,
+}
+
+impl LeaderTicks {
+    pub fn new(interval: Duration, leadership: Arc<Leadership>, shutdown: Shutdown) -> Self {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        LeaderTicks {
+            ticker,
+            leading: leadership.subscribe(),
+            leadership,
+            shutdown,
+        }
+    }
+
+    /// Waits for the next tick at which this host leads; false once shutdown begins.
+    pub async fn next(&mut self) -> bool {
+        loop {
+            tokio::select! {
+                _ = self.ticker.tick() => {}
+                Ok(()) = self.leading.changed() => {}
+                _ = self.shutdown.reached(Stage::Graceful) => return false,
+            }
+            if self.leadership.is_leader() {
+                return true;
+            }
+        }
+    }
+}
+
 /// The elector service: takes and renews the leadership, or watches for its expiry.
 pub struct Elector {
     pub store: SharedStore,

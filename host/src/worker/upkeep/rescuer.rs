@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 
-use super::leader::Leadership;
+use super::leader::{LeaderTicks, Leadership};
 use crate::plugins::Registry;
-use crate::shutdown::{Shutdown, Stage};
+use crate::shutdown::Shutdown;
 use crate::store::{RescueReport, SharedStore, StoreError};
 
 /// The rescuer service.
@@ -68,19 +68,13 @@ impl Rescuer {
     /// soon as this host becomes the leader, so tasks left by a crashed predecessor are picked
     /// up promptly.
     pub async fn run(self) {
-        let mut ticker = tokio::time::interval(self.interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut leading = self.leadership.subscribe();
+        let mut ticks = LeaderTicks::new(
+            self.interval,
+            self.leadership.clone(),
+            self.shutdown.clone(),
+        );
         let mut pruned_at: Option<std::time::Instant> = None;
-        loop {
-            tokio::select! {
-                _ = ticker.tick() => {}
-                Ok(()) = leading.changed() => {}
-                _ = self.shutdown.reached(Stage::Graceful) => return,
-            }
-            if !self.leadership.is_leader() {
-                continue;
-            }
+        while ticks.next().await {
             if let Err(error) = self.run_once().await {
                 tracing::warn!("rescuing expired tasks failed: {error}; will try again");
             }
