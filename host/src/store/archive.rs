@@ -20,6 +20,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::StoreError;
+use super::encoding::{millis, status_code, time_from_millis};
+use super::sql::{Arg, Cells, Portable, Via, count};
 use crate::task::{Status, Task, TaskId};
 
 /// Rows moved (or that would move) per batch unless the caller says otherwise: small enough
@@ -98,19 +100,12 @@ pub fn check_batch(batch: &ArchiveBatch) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Moving finished tasks to the archive, reading them there, and purging the archive.
+/// Moving finished tasks to the archive and purging it: each backend's own statements.
 #[async_trait]
 pub trait Archive {
     /// Moves one batch of finished tasks to the archive in one short transaction; returns how
     /// many of each state moved (fewer than `limit` in all: nothing more to move now).
     async fn archive_batch(&self, batch: &ArchiveBatch) -> Result<ArchiveCounts, StoreError>;
-
-    /// How many tasks in `statuses` finished before `finished_before` (what batches would move).
-    async fn count_archivable(
-        &self,
-        statuses: &[Status],
-        finished_before: DateTime<Utc>,
-    ) -> Result<ArchiveCounts, StoreError>;
 
     /// Deletes up to `limit` archived tasks archived before `archived_before`, with their
     /// effect-ledger rows and attempt history, in one transaction; returns how many tasks.
@@ -119,12 +114,75 @@ pub trait Archive {
         archived_before: DateTime<Utc>,
         limit: usize,
     ) -> Result<u64, StoreError>;
+}
+
+/// Reading the archive and what a batch would move: written once, in portable SQL.
+#[async_trait]
+pub trait ArchiveReads {
+    /// How many tasks in `statuses` finished before `finished_before` (what batches would move).
+    async fn count_archivable(
+        &self,
+        statuses: &[Status],
+        finished_before: DateTime<Utc>,
+    ) -> Result<ArchiveCounts, StoreError>;
 
     /// How many archived tasks were archived before `archived_before`.
     async fn count_purgeable(&self, archived_before: DateTime<Utc>) -> Result<u64, StoreError>;
 
     /// An archived task by id.
     async fn get_archived(&self, id: TaskId) -> Result<Option<ArchivedTask>, StoreError>;
+}
+
+#[async_trait]
+impl<S: Portable> ArchiveReads for S {
+    async fn count_archivable(
+        &self,
+        statuses: &[Status],
+        finished_before: DateTime<Utc>,
+    ) -> Result<ArchiveCounts, StoreError> {
+        if statuses.is_empty() {
+            return Ok(ArchiveCounts::default());
+        }
+        let codes: Vec<i64> = statuses.iter().map(|s| status_code(*s)).collect();
+        let mut statement = self.statement(&format!(
+            "SELECT status, COUNT(*) FROM async_task {} WHERE finished_at < ?",
+            self.dialect().use_index("async_task_finished")
+        ));
+        statement
+            .bind(Arg::Int(millis(finished_before)))
+            .and_any_id("status", &codes)
+            .push(" GROUP BY status");
+        let rows = self.fetch(Via::Reader, &statement).await?;
+        let counted = rows
+            .iter()
+            .map(|row| Ok((row.int(0)?, row.int(1)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok(ArchiveCounts::from_codes(counted))
+    }
+
+    async fn count_purgeable(&self, archived_before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let mut statement =
+            self.statement("SELECT COUNT(*) FROM async_task_archive WHERE archived_at < ?");
+        statement.bind(Arg::Int(millis(archived_before)));
+        Ok(count(
+            self.fetch_one(Via::Reader, &statement).await?.int(0)?,
+        ))
+    }
+
+    async fn get_archived(&self, id: TaskId) -> Result<Option<ArchivedTask>, StoreError> {
+        let mut statement = self.statement(&format!(
+            "SELECT {}, archived_at FROM async_task_archive WHERE id = ?",
+            self.dialect().task_columns()
+        ));
+        statement.bind(Arg::Int(id));
+        let Some(row) = self.fetch_optional(Via::Reader, &statement).await? else {
+            return Ok(None);
+        };
+        Ok(Some(ArchivedTask {
+            task: super::rows::task(&row)?,
+            archived_at: time_from_millis(id, row.int("archived_at")?)?,
+        }))
+    }
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::StoreError;
+use super::sql::{Arg, Cells, Portable, Via};
 use crate::task::{AttemptOutcome, TaskId};
 
 /// Attempts kept in full besides the first: the latest this many.
@@ -177,32 +178,38 @@ pub fn trim_up_to(attempt: u32) -> Option<u32> {
     (attempt > KEPT_ATTEMPTS + 1).then(|| attempt - KEPT_ATTEMPTS)
 }
 
-/// A stored record read back; out-of-range values are a corrupt row.
-#[allow(clippy::too_many_arguments)]
-pub fn record_from_row(
-    task: TaskId,
-    attempt: i64,
-    host: Option<String>,
-    plugin_version: Option<String>,
-    started_at: Option<i64>,
-    finished_at: i64,
-    outcome: i64,
-    error: Option<String>,
-    log: Option<String>,
-) -> Result<AttemptRecord, StoreError> {
+/// Written once for every backend in portable SQL; the writes are each backend's.
+#[async_trait]
+impl<S: Portable> AttemptHistory for S {
+    async fn attempt_history(&self, id: TaskId) -> Result<Vec<AttemptRecord>, StoreError> {
+        let mut statement = self.statement(
+            "SELECT attempt, host, plugin_version, started_at, finished_at, outcome, error, log \
+             FROM async_task_attempt WHERE task_id = ? ORDER BY attempt",
+        );
+        statement.bind(Arg::Int(id));
+        let rows = self.fetch(Via::Reader, &statement).await?;
+        rows.iter().map(|row| record_from_row(id, row)).collect()
+    }
+}
+
+/// A stored record read back (the columns [`AttemptHistory::attempt_history`] selects, in its
+/// order); out-of-range values are a corrupt row.
+fn record_from_row(task: TaskId, row: &impl Cells) -> Result<AttemptRecord, StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt { id: task, reason };
     let time = |ms| super::encoding::time_from_millis(task, ms);
+    let attempt = row.int(0)?;
+    let outcome = row.int(5)?;
     Ok(AttemptRecord {
         attempt: u32::try_from(attempt)
             .map_err(|_| corrupt(format!("attempt number {attempt} is out of range")))?,
-        host,
-        plugin_version,
-        started_at: started_at.map(time).transpose()?,
-        finished_at: time(finished_at)?,
+        host: row.opt_text(1)?,
+        plugin_version: row.opt_text(2)?,
+        started_at: row.opt_int(3)?.map(time).transpose()?,
+        finished_at: time(row.int(4)?)?,
         outcome: Outcome::from_code(outcome)
             .ok_or_else(|| corrupt(format!("unknown attempt outcome code {outcome}")))?,
-        error,
-        log,
+        error: row.opt_text(6)?,
+        log: row.opt_text(7)?,
     })
 }
 

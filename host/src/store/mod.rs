@@ -238,6 +238,7 @@ pub trait Store:
     + history::AttemptHistory
     + alerts::AlertLog
     + archive::Archive
+    + archive::ArchiveReads
     + control::Control
     + stats::Stats
     + Send

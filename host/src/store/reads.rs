@@ -61,6 +61,30 @@ pub fn backlog_from_rows(
     by_type
 }
 
+/// Turns the row an `UPDATE … RETURNING` of one task gave (or did not give) into the
+/// caller's answer: the changed task, `NotFound`, or `Conflict` naming the state the task is in
+/// (`action` is what was asked, `allowed` the states it applies to).
+pub async fn changed_or_conflict(
+    reads: &(impl TaskReads + ?Sized),
+    id: TaskId,
+    row: Option<rows::TaskRow>,
+    action: &'static str,
+    allowed: &'static str,
+) -> Result<Task, StoreError> {
+    if let Some(row) = row {
+        return row.try_into();
+    }
+    match reads.get(id).await? {
+        None => Err(StoreError::NotFound(id)),
+        Some(task) => Err(StoreError::Conflict {
+            id,
+            status: task.status,
+            action,
+            allowed,
+        }),
+    }
+}
+
 /// Reading tasks.
 #[async_trait]
 pub trait TaskReads: Send + Sync {

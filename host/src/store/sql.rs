@@ -260,6 +260,82 @@ pub trait Portable: Send + Sync + 'static {
     }
 }
 
+/// Implements [`Portable`] for an sqlx backend: `$store` has an inherent
+/// `fn pool(&self, via: Via) -> &sqlx::Pool<_>` and its module a `fn bind(query, args)` that
+/// binds the neutral [`Arg`]s to the driver's types. `insert_id` says how an insert hands back
+/// its id: `returning` (`… RETURNING id`) or `last_insert_id` (the driver's OK packet).
+/// A macro rather than a generic impl for the reason the module's doc gives.
+macro_rules! sqlx_portable {
+    ($store:ty, $row:ty, $dialect:expr, insert_id = $insert_id:ident) => {
+        #[async_trait::async_trait]
+        impl $crate::store::sql::Portable for $store {
+            type Row = $row;
+
+            fn dialect(&self) -> &'static dyn $crate::store::sql::Dialect {
+                &$dialect
+            }
+
+            async fn fetch(
+                &self,
+                via: $crate::store::sql::Via,
+                statement: &$crate::store::sql::Statement<'_>,
+            ) -> Result<Vec<$row>, $crate::store::StoreError> {
+                Ok(bind(sqlx::query(statement.sql()), statement.args())
+                    .fetch_all(self.pool(via))
+                    .await?)
+            }
+
+            async fn execute(
+                &self,
+                statement: &$crate::store::sql::Statement<'_>,
+            ) -> Result<u64, $crate::store::StoreError> {
+                Ok(bind(sqlx::query(statement.sql()), statement.args())
+                    .execute(self.pool($crate::store::sql::Via::Writer))
+                    .await?
+                    .rows_affected())
+            }
+
+            async fn execute_all(
+                &self,
+                statements: &[$crate::store::sql::Statement<'_>],
+            ) -> Result<Vec<u64>, $crate::store::StoreError> {
+                let mut tx = self.pool($crate::store::sql::Via::Writer).begin().await?;
+                let mut changed = Vec::with_capacity(statements.len());
+                for statement in statements {
+                    let outcome = bind(sqlx::query(statement.sql()), statement.args())
+                        .execute(&mut *tx)
+                        .await?;
+                    changed.push(outcome.rows_affected());
+                }
+                tx.commit().await?;
+                Ok(changed)
+            }
+
+            async fn insert_id(
+                &self,
+                statement: &$crate::store::sql::Statement<'_>,
+            ) -> Result<i64, $crate::store::StoreError> {
+                sqlx_portable!(@insert_id $insert_id, self, statement)
+            }
+        }
+    };
+    (@insert_id returning, $self:ident, $statement:ident) => {{
+        use $crate::store::sql::Cells;
+        let sql = format!("{} RETURNING id", $statement.sql());
+        bind(sqlx::query(&sql), $statement.args())
+            .fetch_one($self.pool($crate::store::sql::Via::Writer))
+            .await?
+            .int(0)
+    }};
+    (@insert_id last_insert_id, $self:ident, $statement:ident) => {{
+        let outcome = bind(sqlx::query($statement.sql()), $statement.args())
+            .execute($self.pool($crate::store::sql::Via::Writer))
+            .await?;
+        Ok(i64::try_from(outcome.last_insert_id()).unwrap_or(i64::MAX))
+    }};
+}
+pub(crate) use sqlx_portable;
+
 /// A count as read back: below zero reads as zero.
 pub fn count(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)

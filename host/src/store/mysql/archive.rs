@@ -11,14 +11,12 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::Row;
-use sqlx::mysql::MySqlRow;
 
 use super::MySqlStore;
-use super::rows::{self, TASK_COLUMNS, millis, status_code, time_from_millis};
+use super::rows::{millis, status_code};
 use crate::store::StoreError;
-use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts, ArchivedTask, check_batch};
-use crate::task::{Status, TaskId};
+use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts, check_batch};
+use crate::task::Status;
 
 /// The columns an archived row copies, in both tables' names.
 const COLUMNS: &str = "id, task_type, payload, status, priority, retry_count, max_retry, \
@@ -82,27 +80,6 @@ impl Archive for MySqlStore {
         ))
     }
 
-    async fn count_archivable(
-        &self,
-        statuses: &[Status],
-        finished_before: DateTime<Utc>,
-    ) -> Result<ArchiveCounts, StoreError> {
-        if statuses.is_empty() {
-            return Ok(ArchiveCounts::default());
-        }
-        let rows: Vec<(i8, i64)> = sqlx::query_as(&format!(
-            "SELECT status, COUNT(*) FROM async_task \
-             WHERE status IN {} AND finished_at < ? GROUP BY status",
-            code_list(statuses)
-        ))
-        .bind(millis(finished_before))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(ArchiveCounts::from_codes(
-            rows.into_iter().map(|(code, n)| (i64::from(code), n)),
-        ))
-    }
-
     async fn purge_archive_batch(
         &self,
         archived_before: DateTime<Utc>,
@@ -146,31 +123,5 @@ impl Archive for MySqlStore {
         .await?;
         tx.commit().await?;
         Ok(ids.len() as u64)
-    }
-
-    async fn count_purgeable(&self, archived_before: DateTime<Utc>) -> Result<u64, StoreError> {
-        let (n,): (i64,) =
-            sqlx::query_as("SELECT COUNT(*) FROM async_task_archive WHERE archived_at < ?")
-                .bind(millis(archived_before))
-                .fetch_one(&self.pool)
-                .await?;
-        Ok(n.max(0) as u64)
-    }
-
-    async fn get_archived(&self, id: TaskId) -> Result<Option<ArchivedTask>, StoreError> {
-        let row: Option<MySqlRow> = sqlx::query(&format!(
-            "SELECT {TASK_COLUMNS}, t.archived_at FROM async_task_archive AS t WHERE t.id = ?"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let archived_at: i64 = row.try_get("archived_at")?;
-        Ok(Some(ArchivedTask {
-            task: rows::task(&row)?,
-            archived_at: time_from_millis(id, archived_at)?,
-        }))
     }
 }

@@ -2,7 +2,6 @@
 //! they run on the pool. Text columns have a binary collation, so text reads back through
 //! [`Text`]; keys live in `VARBINARY` columns and are bound as bytes.
 
-use async_trait::async_trait;
 use std::sync::LazyLock;
 
 use sqlx::mysql::{MySqlArguments, MySqlRow};
@@ -11,7 +10,7 @@ use sqlx::{Column as _, MySql, Row, Type, query::Query};
 use super::MySqlStore;
 use super::rows::{TASK_COLUMNS, Text};
 use crate::store::StoreError;
-use crate::store::sql::{Arg, Cells, Column, Dialect, Portable, Statement, Via};
+use crate::store::sql::{Arg, Cells, Column, Dialect, Via, sqlx_portable};
 
 /// MySQL's dialect: `?` placeholders, lists spelled out one placeholder per id, indexes named
 /// with `FORCE INDEX`, `CONCAT` for text, upserts with `ON DUPLICATE KEY UPDATE`.
@@ -138,48 +137,16 @@ impl Cells for MySqlRow {
     }
 }
 
-#[async_trait]
-impl Portable for MySqlStore {
-    type Row = MySqlRow;
-
-    fn dialect(&self) -> &'static dyn Dialect {
-        &MySqlDialect
-    }
-
-    async fn fetch(
-        &self,
-        _via: Via,
-        statement: &Statement<'_>,
-    ) -> Result<Vec<MySqlRow>, StoreError> {
-        Ok(bind(sqlx::query(statement.sql()), statement.args())
-            .fetch_all(&self.pool)
-            .await?)
-    }
-
-    async fn execute(&self, statement: &Statement<'_>) -> Result<u64, StoreError> {
-        Ok(bind(sqlx::query(statement.sql()), statement.args())
-            .execute(&self.pool)
-            .await?
-            .rows_affected())
-    }
-
-    async fn execute_all(&self, statements: &[Statement<'_>]) -> Result<Vec<u64>, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let mut changed = Vec::with_capacity(statements.len());
-        for statement in statements {
-            let outcome = bind(sqlx::query(statement.sql()), statement.args())
-                .execute(&mut *tx)
-                .await?;
-            changed.push(outcome.rows_affected());
-        }
-        tx.commit().await?;
-        Ok(changed)
-    }
-
-    async fn insert_id(&self, statement: &Statement<'_>) -> Result<i64, StoreError> {
-        let outcome = bind(sqlx::query(statement.sql()), statement.args())
-            .execute(&self.pool)
-            .await?;
-        Ok(i64::try_from(outcome.last_insert_id()).unwrap_or(i64::MAX))
+impl MySqlStore {
+    /// The pool a portable statement runs on.
+    fn pool(&self, _via: Via) -> &sqlx::MySqlPool {
+        &self.pool
     }
 }
+
+sqlx_portable!(
+    MySqlStore,
+    MySqlRow,
+    MySqlDialect,
+    insert_id = last_insert_id
+);

@@ -11,59 +11,14 @@
 //! size budget. An `INSERT … SELECT` from a `JSON_TABLE` of the records took about 1.5 times
 //! as long on MariaDB 10.11 (200 records, the statement alone, without its commit).
 
-use async_trait::async_trait;
 use sqlx::MySqlConnection;
 use std::sync::LazyLock;
 
-use super::MySqlStore;
 use super::padded;
 use super::rows::Text;
 use crate::store::StoreError;
-use crate::store::history::{AttemptHistory, AttemptRecord, Outcome, record_from_row, trim_up_to};
+use crate::store::history::{Outcome, trim_up_to};
 use crate::task::TaskId;
-
-/// One stored record: attempt, host, plugin_version, started_at, finished_at, outcome, error, log.
-type Row = (
-    u32,
-    Option<Text>,
-    Option<Text>,
-    Option<i64>,
-    i64,
-    i8,
-    Option<Text>,
-    Option<Text>,
-);
-
-#[async_trait]
-impl AttemptHistory for MySqlStore {
-    async fn attempt_history(&self, id: TaskId) -> Result<Vec<AttemptRecord>, StoreError> {
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT attempt, host, plugin_version, started_at, finished_at, outcome, error, log \
-             FROM async_task_attempt WHERE task_id = ? ORDER BY attempt",
-        )
-        .bind(id)
-        .fetch_all(&self.pool)
-        .await?;
-        let text = |t: Option<Text>| t.map(|Text(s)| s);
-        rows.into_iter()
-            .map(
-                |(attempt, host, version, started, finished, outcome, error, log)| {
-                    record_from_row(
-                        id,
-                        attempt.into(),
-                        text(host),
-                        text(version),
-                        started,
-                        finished,
-                        outcome.into(),
-                        text(error),
-                        text(log),
-                    )
-                },
-            )
-            .collect()
-    }
-}
 
 /// A running attempt as a locking read found it: task, attempt, host, start.
 pub(super) type Running = (i64, u32, Option<Text>, Option<i64>);

@@ -8,10 +8,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::PgStore;
-use super::rows::{TaskRow, millis, status_code, task_columns, time_from_millis};
+use super::rows::{millis, status_code};
 use crate::store::StoreError;
-use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts, ArchivedTask, check_batch};
-use crate::task::{Status, Task, TaskId};
+use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts, check_batch};
+use crate::task::Status;
 
 /// The columns an archived row copies, in both tables' names.
 const COLUMNS: &str = "id, task_type, payload, status, priority, retry_count, max_retry, \
@@ -55,24 +55,6 @@ impl Archive for PgStore {
         ))
     }
 
-    async fn count_archivable(
-        &self,
-        statuses: &[Status],
-        finished_before: DateTime<Utc>,
-    ) -> Result<ArchiveCounts, StoreError> {
-        let rows: Vec<(i16, i64)> = sqlx::query_as(
-            "SELECT status, COUNT(*) FROM async_task \
-             WHERE status = ANY($1) AND finished_at < $2 GROUP BY status",
-        )
-        .bind(codes(statuses))
-        .bind(millis(finished_before))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(ArchiveCounts::from_codes(
-            rows.into_iter().map(|(code, n)| (i64::from(code), n)),
-        ))
-    }
-
     async fn purge_archive_batch(
         &self,
         archived_before: DateTime<Utc>,
@@ -106,39 +88,4 @@ impl Archive for PgStore {
         tx.commit().await?;
         Ok(purged.len() as u64)
     }
-
-    async fn count_purgeable(&self, archived_before: DateTime<Utc>) -> Result<u64, StoreError> {
-        let n: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM async_task_archive WHERE archived_at < $1")
-                .bind(millis(archived_before))
-                .fetch_one(&self.pool)
-                .await?;
-        Ok(n.max(0) as u64)
-    }
-
-    async fn get_archived(&self, id: TaskId) -> Result<Option<ArchivedTask>, StoreError> {
-        let row: Option<ArchivedRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            task_columns!(),
-            ", archived_at FROM async_task_archive WHERE id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(|row| {
-            Ok(ArchivedTask {
-                archived_at: time_from_millis(id, row.archived_at)?,
-                task: Task::try_from(row.task)?,
-            })
-        })
-        .transpose()
-    }
-}
-
-/// A row of `async_task_archive`: a task row and when it was archived.
-#[derive(sqlx::FromRow)]
-struct ArchivedRow {
-    #[sqlx(flatten)]
-    task: TaskRow,
-    archived_at: i64,
 }

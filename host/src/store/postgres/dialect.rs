@@ -1,14 +1,13 @@
 //! PostgreSQL's spelling of the portable statements ([`crate::store::sql`]), and how it runs
 //! them on the pool.
 
-use async_trait::async_trait;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{Column as _, Postgres, Row, Type, query::Query};
 
 use super::PgStore;
 use super::rows::{storable, task_columns};
 use crate::store::StoreError;
-use crate::store::sql::{Arg, Cells, Column, Dialect, Portable, Statement, Via};
+use crate::store::sql::{Arg, Cells, Column, Dialect, Via, sqlx_portable};
 
 /// PostgreSQL's dialect: `$n` placeholders, lists bound as arrays, no index hints (the
 /// planner has statistics), upserts with `ON CONFLICT`.
@@ -115,45 +114,11 @@ impl Cells for PgRow {
     }
 }
 
-#[async_trait]
-impl Portable for PgStore {
-    type Row = PgRow;
-
-    fn dialect(&self) -> &'static dyn Dialect {
-        &PgDialect
-    }
-
-    async fn fetch(&self, _via: Via, statement: &Statement<'_>) -> Result<Vec<PgRow>, StoreError> {
-        Ok(bind(sqlx::query(statement.sql()), statement.args())
-            .fetch_all(&self.pool)
-            .await?)
-    }
-
-    async fn execute(&self, statement: &Statement<'_>) -> Result<u64, StoreError> {
-        Ok(bind(sqlx::query(statement.sql()), statement.args())
-            .execute(&self.pool)
-            .await?
-            .rows_affected())
-    }
-
-    async fn execute_all(&self, statements: &[Statement<'_>]) -> Result<Vec<u64>, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let mut changed = Vec::with_capacity(statements.len());
-        for statement in statements {
-            let outcome = bind(sqlx::query(statement.sql()), statement.args())
-                .execute(&mut *tx)
-                .await?;
-            changed.push(outcome.rows_affected());
-        }
-        tx.commit().await?;
-        Ok(changed)
-    }
-
-    async fn insert_id(&self, statement: &Statement<'_>) -> Result<i64, StoreError> {
-        let sql = format!("{} RETURNING id", statement.sql());
-        let row = bind(sqlx::query(&sql), statement.args())
-            .fetch_one(&self.pool)
-            .await?;
-        row.int(0)
+impl PgStore {
+    /// The pool a portable statement runs on.
+    fn pool(&self, _via: Via) -> &sqlx::PgPool {
+        &self.pool
     }
 }
+
+sqlx_portable!(PgStore, PgRow, PgDialect, insert_id = returning);

@@ -2,57 +2,13 @@
 //! reading it, and recording the attempt a cancel ends. Completions, releases and rescues
 //! record theirs in their own statements (`attempts.rs`).
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
-use super::PgStore;
 use super::rows::millis;
 use crate::store::StoreError;
-use crate::store::history::{AttemptHistory, AttemptRecord, Outcome, record_from_row, trim_up_to};
+use crate::store::history::{Outcome, trim_up_to};
 use crate::task::TaskId;
-
-/// One stored record: attempt, host, plugin_version, started_at, finished_at, outcome, error, log.
-type Row = (
-    i64,
-    Option<String>,
-    Option<String>,
-    Option<i64>,
-    i64,
-    i16,
-    Option<String>,
-    Option<String>,
-);
-
-#[async_trait]
-impl AttemptHistory for PgStore {
-    async fn attempt_history(&self, id: TaskId) -> Result<Vec<AttemptRecord>, StoreError> {
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT attempt, host, plugin_version, started_at, finished_at, outcome, error, log \
-             FROM async_task_attempt WHERE task_id = $1 ORDER BY attempt",
-        )
-        .bind(id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter()
-            .map(
-                |(attempt, host, version, started, finished, outcome, error, log)| {
-                    record_from_row(
-                        id,
-                        attempt,
-                        host,
-                        version,
-                        started,
-                        finished,
-                        outcome.into(),
-                        error,
-                        log,
-                    )
-                },
-            )
-            .collect()
-    }
-}
 
 /// The attempt a task is running: its number, host and start.
 pub(super) struct Running {

@@ -57,7 +57,6 @@ use tokio::task::JoinHandle;
 
 use self::rows::{TaskRow, codes_where, millis, task_columns};
 use super::queue::Queue;
-use super::reads::TaskReads;
 use super::{
     AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, SharedStore, Store,
     StoreError,
@@ -128,29 +127,6 @@ impl PgStore {
             listeners: Mutex::new(Vec::new()),
         })
     }
-
-    /// Turns the row an UPDATE … RETURNING gave (or did not give) into the caller's answer:
-    /// the changed task, `NotFound`, or `Conflict` naming the state the task is in.
-    async fn changed_or_conflict(
-        &self,
-        id: TaskId,
-        row: Option<TaskRow>,
-        action: &'static str,
-        allowed: &'static str,
-    ) -> Result<Task, StoreError> {
-        if let Some(row) = row {
-            return row.try_into();
-        }
-        match self.get(id).await? {
-            None => Err(StoreError::NotFound(id)),
-            Some(task) => Err(StoreError::Conflict {
-                id,
-                status: task.status,
-                action,
-                allowed,
-            }),
-        }
-    }
 }
 
 #[async_trait]
@@ -200,8 +176,7 @@ impl Queue for PgStore {
         .bind(codes_where(Status::can_retry))
         .fetch_optional(&self.pool)
         .await?;
-        self.changed_or_conflict(id, row, "retry", "failed or cancelled")
-            .await
+        super::reads::changed_or_conflict(self, id, row, "retry", "failed or cancelled").await
     }
 
     async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
@@ -223,8 +198,7 @@ impl Queue for PgStore {
             history::record_cancel(&mut tx, id, running, now).await?;
         }
         tx.commit().await?;
-        self.changed_or_conflict(id, row, "cancel", "pending or running")
-            .await
+        super::reads::changed_or_conflict(self, id, row, "cancel", "pending or running").await
     }
 
     fn watch_enqueues(&self, wake: Arc<Notify>) -> bool {

@@ -18,7 +18,7 @@ macro_rules! task_columns {
 }
 pub(super) use task_columns;
 
-pub(super) use super::super::encoding::{millis, time_from_millis};
+pub(super) use super::super::encoding::millis;
 
 /// The code stored in the `status` column (SMALLINT; the same codes on every backend).
 pub(super) fn status_code(status: Status) -> i16 {

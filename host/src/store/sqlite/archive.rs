@@ -6,11 +6,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use super::{SqliteStore, TaskRow};
+use super::SqliteStore;
 use crate::store::StoreError;
-use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts, ArchivedTask, check_batch};
-use crate::store::encoding::{millis, status_code, time_from_millis};
-use crate::task::{Status, Task, TaskId};
+use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts, check_batch};
+use crate::store::encoding::{millis, status_code};
+use crate::task::Status;
 
 /// The columns an archived row copies, in both tables' names.
 const COLUMNS: &str = "id, task_type, payload, status, priority, retry_count, max_retry, \
@@ -56,23 +56,6 @@ impl Archive for SqliteStore {
         ))
     }
 
-    async fn count_archivable(
-        &self,
-        statuses: &[Status],
-        finished_before: DateTime<Utc>,
-    ) -> Result<ArchiveCounts, StoreError> {
-        let rows: Vec<(i64, i64)> = sqlx::query_as(
-            "SELECT status, COUNT(*) FROM async_task INDEXED BY async_task_finished \
-             WHERE status IN (SELECT value FROM json_each(?1)) AND finished_at < ?2 \
-             GROUP BY status",
-        )
-        .bind(codes_json(statuses))
-        .bind(millis(finished_before))
-        .fetch_all(&self.reader)
-        .await?;
-        Ok(ArchiveCounts::from_codes(rows))
-    }
-
     async fn purge_archive_batch(
         &self,
         archived_before: DateTime<Utc>,
@@ -110,36 +93,4 @@ impl Archive for SqliteStore {
         tx.commit().await?;
         Ok(purged.len() as u64)
     }
-
-    async fn count_purgeable(&self, archived_before: DateTime<Utc>) -> Result<u64, StoreError> {
-        let (n,): (i64,) =
-            sqlx::query_as("SELECT COUNT(*) FROM async_task_archive WHERE archived_at < ?")
-                .bind(millis(archived_before))
-                .fetch_one(&self.reader)
-                .await?;
-        Ok(n.max(0) as u64)
-    }
-
-    async fn get_archived(&self, id: TaskId) -> Result<Option<ArchivedTask>, StoreError> {
-        let row: Option<ArchivedRow> =
-            sqlx::query_as("SELECT * FROM async_task_archive WHERE id = ?")
-                .bind(id)
-                .fetch_optional(&self.reader)
-                .await?;
-        row.map(|row| {
-            Ok(ArchivedTask {
-                archived_at: time_from_millis(id, row.archived_at)?,
-                task: Task::try_from(row.task)?,
-            })
-        })
-        .transpose()
-    }
-}
-
-/// A row of `async_task_archive`: a task row and when it was archived.
-#[derive(sqlx::FromRow)]
-struct ArchivedRow {
-    #[sqlx(flatten)]
-    task: TaskRow,
-    archived_at: i64,
 }

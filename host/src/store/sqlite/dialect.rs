@@ -2,14 +2,13 @@
 //! reads on the read-only pool (or the writer, for a read that must see the last write), writes
 //! and transactions on the single writer.
 
-use async_trait::async_trait;
 use sqlx::Row;
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::{Sqlite, query::Query};
 
 use super::SqliteStore;
 use crate::store::StoreError;
-use crate::store::sql::{Arg, Cells, Column, Dialect, Portable, Statement, Via};
+use crate::store::sql::{Arg, Cells, Column, Dialect, Via, sqlx_portable};
 
 /// SQLite's dialect: numbered placeholders (`?1`), lists as JSON through `json_each`, indexes
 /// pinned with `INDEXED BY` (no table statistics, see the module doc).
@@ -102,53 +101,14 @@ impl Cells for SqliteRow {
     }
 }
 
-#[async_trait]
-impl Portable for SqliteStore {
-    type Row = SqliteRow;
-
-    fn dialect(&self) -> &'static dyn Dialect {
-        &SqliteDialect
-    }
-
-    async fn fetch(
-        &self,
-        via: Via,
-        statement: &Statement<'_>,
-    ) -> Result<Vec<SqliteRow>, StoreError> {
-        let pool = match via {
+impl SqliteStore {
+    /// The pool a portable statement runs on.
+    fn pool(&self, via: Via) -> &sqlx::SqlitePool {
+        match via {
             Via::Reader => &self.reader,
             Via::Writer => &self.writer,
-        };
-        Ok(bind(sqlx::query(statement.sql()), statement.args())
-            .fetch_all(pool)
-            .await?)
-    }
-
-    async fn execute(&self, statement: &Statement<'_>) -> Result<u64, StoreError> {
-        Ok(bind(sqlx::query(statement.sql()), statement.args())
-            .execute(&self.writer)
-            .await?
-            .rows_affected())
-    }
-
-    async fn execute_all(&self, statements: &[Statement<'_>]) -> Result<Vec<u64>, StoreError> {
-        let mut tx = self.writer.begin().await?;
-        let mut changed = Vec::with_capacity(statements.len());
-        for statement in statements {
-            let outcome = bind(sqlx::query(statement.sql()), statement.args())
-                .execute(&mut *tx)
-                .await?;
-            changed.push(outcome.rows_affected());
         }
-        tx.commit().await?;
-        Ok(changed)
-    }
-
-    async fn insert_id(&self, statement: &Statement<'_>) -> Result<i64, StoreError> {
-        let sql = format!("{} RETURNING id", statement.sql());
-        let row = bind(sqlx::query(&sql), statement.args())
-            .fetch_one(&self.writer)
-            .await?;
-        row.int(0)
     }
 }
+
+sqlx_portable!(SqliteStore, SqliteRow, SqliteDialect, insert_id = returning);

@@ -7,54 +7,18 @@
 //! `INSERT … SELECT` over a JSON array, so a completion batch costs one statement more, not
 //! one per task.
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use sqlx::SqliteConnection;
 
-use super::SqliteStore;
 use crate::store::encoding::{LEASE_EXPIRED, millis};
-use crate::store::history::{AttemptHistory, AttemptRecord, Outcome, record_from_row, trim_up_to};
+use crate::store::history::{Outcome, trim_up_to};
 use crate::store::{AttemptId, StoreError};
 use crate::task::TaskId;
 
 /// The columns every insert below fills, in this order.
 pub(super) const COLUMNS: &str = "INSERT INTO async_task_attempt \
      (task_id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log) ";
-
-/// One stored record: attempt, host, plugin_version, started_at, finished_at, outcome, error, log.
-type Row = (
-    i64,
-    Option<String>,
-    Option<String>,
-    Option<i64>,
-    i64,
-    i64,
-    Option<String>,
-    Option<String>,
-);
-
-#[async_trait]
-impl AttemptHistory for SqliteStore {
-    async fn attempt_history(&self, id: TaskId) -> Result<Vec<AttemptRecord>, StoreError> {
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT attempt, host, plugin_version, started_at, finished_at, outcome, error, log \
-             FROM async_task_attempt WHERE task_id = ? ORDER BY attempt",
-        )
-        .bind(id)
-        .fetch_all(&self.reader)
-        .await?;
-        rows.into_iter()
-            .map(
-                |(attempt, host, version, started, finished, outcome, error, log)| {
-                    record_from_row(
-                        id, attempt, host, version, started, finished, outcome, error, log,
-                    )
-                },
-            )
-            .collect()
-    }
-}
 
 /// Records [`Outcome::Rescued`] for every running task whose lease expired before `now`. Run
 /// before the rescue's update, with the same `now`.

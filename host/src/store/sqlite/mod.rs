@@ -36,7 +36,6 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::queue::Queue;
-use super::reads::TaskReads;
 use super::{AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, Store, StoreError};
 use crate::task::{Enqueued, NewTask, Status, Task, TaskId};
 
@@ -316,8 +315,7 @@ impl Queue for SqliteStore {
             .bind(millis(now))
             .fetch_optional(&self.writer)
             .await?;
-        self.changed_or_conflict(id, row, "retry", "failed or cancelled")
-            .await
+        super::reads::changed_or_conflict(self, id, row, "retry", "failed or cancelled").await
     }
 
     async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
@@ -335,8 +333,7 @@ impl Queue for SqliteStore {
             .fetch_optional(&mut *tx)
             .await?;
         tx.commit().await?;
-        self.changed_or_conflict(id, row, "cancel", "pending or running")
-            .await
+        super::reads::changed_or_conflict(self, id, row, "cancel", "pending or running").await
     }
 }
 
@@ -350,30 +347,5 @@ impl Store for SqliteStore {
     async fn close(&self) {
         self.reader.close().await;
         self.writer.close().await;
-    }
-}
-
-impl SqliteStore {
-    /// Turns the row an UPDATE … RETURNING gave (or did not give) into the caller's answer:
-    /// the changed task, `NotFound`, or `Conflict` naming the state the task is in.
-    async fn changed_or_conflict(
-        &self,
-        id: TaskId,
-        row: Option<TaskRow>,
-        action: &'static str,
-        allowed: &'static str,
-    ) -> Result<Task, StoreError> {
-        if let Some(row) = row {
-            return row.try_into();
-        }
-        match self.get(id).await? {
-            None => Err(StoreError::NotFound(id)),
-            Some(task) => Err(StoreError::Conflict {
-                id,
-                status: task.status,
-                action,
-                allowed,
-            }),
-        }
     }
 }
