@@ -113,10 +113,7 @@ impl MySqlStore {
         })
     }
 
-    pub(super) async fn claim_batch(
-        &self,
-        request: &ClaimRequest,
-    ) -> Result<Vec<Task>, StoreError> {
+    pub(super) async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError> {
         if request.limit == 0 || request.task_types.is_empty() {
             return Ok(Vec::new());
         }

@@ -53,10 +53,7 @@ static UPDATES: LazyLock<padded::Texts> =
 type RunningRow = (TaskId, Option<Text>, u32, Option<i64>);
 
 impl MySqlStore {
-    pub(super) async fn complete_batch(
-        &self,
-        completions: &[Completion],
-    ) -> Result<u64, StoreError> {
+    pub(super) async fn complete(&self, completions: &[Completion]) -> Result<u64, StoreError> {
         if completions.is_empty() {
             return Ok(0);
         }

@@ -43,10 +43,7 @@ const CONFLICT_ROUNDS: usize = 16;
 type Key = (String, String);
 
 impl MySqlStore {
-    pub(super) async fn enqueue_batch(
-        &self,
-        tasks: Vec<NewTask>,
-    ) -> Result<Vec<Enqueued>, StoreError> {
+    pub(super) async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
         if tasks.is_empty() {
             return Ok(Vec::new());
         }

@@ -300,15 +300,15 @@ fn json_arrays(items: impl Iterator<Item = String>, budget: usize) -> Vec<String
 #[async_trait]
 impl Queue for MySqlStore {
     async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
-        self.enqueue_batch(tasks).await
+        MySqlStore::enqueue(self, tasks).await
     }
 
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError> {
-        self.claim_batch(request).await
+        MySqlStore::claim(self, request).await
     }
 
     async fn complete(&self, completions: &[Completion]) -> Result<u64, StoreError> {
-        self.complete_batch(completions).await
+        MySqlStore::complete(self, completions).await
     }
 
     /// Three times the default. A claim moves its rows out of the pending part of the dispatch
@@ -322,7 +322,7 @@ impl Queue for MySqlStore {
     }
 
     async fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<(), StoreError> {
-        self.write_progress(updates).await
+        MySqlStore::record_progress(self, updates).await
     }
 
     async fn extend_leases(
@@ -331,23 +331,23 @@ impl Queue for MySqlStore {
         attempts: &[AttemptId],
         until: DateTime<Utc>,
     ) -> Result<Vec<AttemptId>, StoreError> {
-        self.extend(owner, attempts, until).await
+        MySqlStore::extend_leases(self, owner, attempts, until).await
     }
 
     async fn release(&self, owner: &str, attempts: &[AttemptId]) -> Result<u64, StoreError> {
-        self.release_attempts(owner, attempts).await
+        MySqlStore::release(self, owner, attempts).await
     }
 
     async fn rescue_expired(&self, now: DateTime<Utc>) -> Result<RescueReport, StoreError> {
-        self.rescue(now).await
+        MySqlStore::rescue_expired(self, now).await
     }
 
     async fn retry(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
-        self.retry_task(id, now).await
+        MySqlStore::retry(self, id, now).await
     }
 
     async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
-        self.cancel_task(id, now).await
+        MySqlStore::cancel(self, id, now).await
     }
 }
 

@@ -31,7 +31,7 @@ const ATTEMPTS_TABLE: &str = "JSON_TABLE(?, '$[*]' COLUMNS (c_id BIGINT PATH '$.
      STRAIGHT_JOIN async_task AS t ON t.id = c.c_id AND t.attempts = c.c_attempt";
 
 impl MySqlStore {
-    pub(super) async fn write_progress(
+    pub(super) async fn record_progress(
         &self,
         updates: &[ProgressUpdate],
     ) -> Result<(), StoreError> {
@@ -61,7 +61,7 @@ impl MySqlStore {
         Ok(())
     }
 
-    pub(super) async fn extend(
+    pub(super) async fn extend_leases(
         &self,
         owner: &str,
         attempts: &[AttemptId],
@@ -96,7 +96,7 @@ impl MySqlStore {
             .collect())
     }
 
-    pub(super) async fn release_attempts(
+    pub(super) async fn release(
         &self,
         owner: &str,
         attempts: &[AttemptId],
@@ -134,7 +134,10 @@ impl MySqlStore {
         Ok(outcome.rows_affected())
     }
 
-    pub(super) async fn rescue(&self, now: DateTime<Utc>) -> Result<RescueReport, StoreError> {
+    pub(super) async fn rescue_expired(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<RescueReport, StoreError> {
         // Two statements, one per outcome, so each count is its statement's affected rows and no
         // SET clause reads a column another assignment of the same statement changed (MySQL
         // applies assignments left to right, each seeing the ones before it). Both walk the

@@ -10,11 +10,7 @@ use crate::store::StoreError;
 use crate::task::{Status, Task, TaskId};
 
 impl MySqlStore {
-    pub(super) async fn retry_task(
-        &self,
-        id: TaskId,
-        now: DateTime<Utc>,
-    ) -> Result<Task, StoreError> {
+    pub(super) async fn retry(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
         let sql = format!(
             "UPDATE async_task SET status = 0, retry_count = 0, next_run_at = ?, finished_at = NULL, result = NULL, \
                  updated_at = ? \
@@ -25,11 +21,7 @@ impl MySqlStore {
             .await
     }
 
-    pub(super) async fn cancel_task(
-        &self,
-        id: TaskId,
-        now: DateTime<Utc>,
-    ) -> Result<Task, StoreError> {
+    pub(super) async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
         let sql = format!(
             "UPDATE async_task SET status = 4, finished_at = ?, lease_owner = NULL, lease_expires_at = NULL, \
                  updated_at = ? \

@@ -59,10 +59,7 @@ struct Unreadable {
 }
 
 impl PgStore {
-    pub(super) async fn claim_tasks(
-        &self,
-        request: &ClaimRequest,
-    ) -> Result<Vec<Task>, StoreError> {
+    pub(super) async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError> {
         if request.limit == 0 || request.task_types.is_empty() {
             return Ok(Vec::new());
         }

@@ -64,10 +64,7 @@ struct InsertedRow {
 }
 
 impl PgStore {
-    pub(super) async fn enqueue_tasks(
-        &self,
-        tasks: Vec<NewTask>,
-    ) -> Result<Vec<Enqueued>, StoreError> {
+    pub(super) async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
         let now = millis(Utc::now());
         let mut results = Vec::with_capacity(tasks.len());
         if tasks.len() <= CHUNK {

@@ -34,12 +34,14 @@
 //! `docs/databases.md` shows the claim's plan on a million rows.
 
 mod archive;
-mod attempts;
 mod claim;
+mod completion;
 mod dialect;
 mod enqueue;
 mod history;
 mod rows;
+mod running;
+mod tasks;
 mod wake;
 
 #[cfg(test)]
@@ -55,13 +57,12 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use self::rows::{TaskRow, codes_where, millis, task_columns};
 use super::queue::Queue;
 use super::{
     AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, SharedStore, Store,
     StoreError,
 };
-use crate::task::{Enqueued, NewTask, Status, Task, TaskId};
+use crate::task::{Enqueued, NewTask, Task, TaskId};
 
 /// Connections per host. The hot path needs few (one claim, one completion batch and the
 /// lease keeper at a time); the rest serve the API and handlers' host calls.
@@ -132,19 +133,19 @@ impl PgStore {
 #[async_trait]
 impl Queue for PgStore {
     async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
-        self.enqueue_tasks(tasks).await
+        PgStore::enqueue(self, tasks).await
     }
 
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError> {
-        self.claim_tasks(request).await
+        PgStore::claim(self, request).await
     }
 
     async fn complete(&self, completions: &[Completion]) -> Result<u64, StoreError> {
-        self.complete_attempts(completions).await
+        PgStore::complete(self, completions).await
     }
 
     async fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<(), StoreError> {
-        self.record_progress_of(updates).await
+        PgStore::record_progress(self, updates).await
     }
 
     async fn extend_leases(
@@ -153,52 +154,23 @@ impl Queue for PgStore {
         attempts: &[AttemptId],
         until: DateTime<Utc>,
     ) -> Result<Vec<AttemptId>, StoreError> {
-        self.extend(owner, attempts, until).await
+        PgStore::extend_leases(self, owner, attempts, until).await
     }
 
     async fn release(&self, owner: &str, attempts: &[AttemptId]) -> Result<u64, StoreError> {
-        self.release_attempts(owner, attempts).await
+        PgStore::release(self, owner, attempts).await
     }
 
     async fn rescue_expired(&self, now: DateTime<Utc>) -> Result<RescueReport, StoreError> {
-        self.rescue(now).await
+        PgStore::rescue_expired(self, now).await
     }
 
     async fn retry(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
-        let row: Option<TaskRow> = sqlx::query_as(concat!(
-            "UPDATE async_task SET status = 0, retry_count = 0, next_run_at = $2, \
-                 finished_at = NULL, result = NULL, updated_at = $2 \
-             WHERE id = $1 AND status = ANY($3) RETURNING ",
-            task_columns!()
-        ))
-        .bind(id)
-        .bind(millis(now))
-        .bind(codes_where(Status::can_retry))
-        .fetch_optional(&self.pool)
-        .await?;
-        super::reads::changed_or_conflict(self, id, row, "retry", "failed or cancelled").await
+        PgStore::retry(self, id, now).await
     }
 
     async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
-        // The row locked first: a cancel of a running task records the attempt it ends.
-        let mut tx = self.pool.begin().await?;
-        let running = history::lock_running(&mut tx, id).await?;
-        let row: Option<TaskRow> = sqlx::query_as(concat!(
-            "UPDATE async_task SET status = 4, finished_at = $2, lease_owner = NULL, \
-                 lease_expires_at = NULL, updated_at = $2 \
-             WHERE id = $1 AND status = ANY($3) RETURNING ",
-            task_columns!()
-        ))
-        .bind(id)
-        .bind(millis(now))
-        .bind(codes_where(Status::can_cancel))
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let (Some(running), Some(_)) = (running, &row) {
-            history::record_cancel(&mut tx, id, running, now).await?;
-        }
-        tx.commit().await?;
-        super::reads::changed_or_conflict(self, id, row, "cancel", "pending or running").await
+        PgStore::cancel(self, id, now).await
     }
 
     fn watch_enqueues(&self, wake: Arc<Notify>) -> bool {

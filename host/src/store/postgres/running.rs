@@ -1,135 +1,21 @@
-//! Writes to running attempts: completions, progress, lease extensions, releases and the rescue
-//! of expired leases. Batches travel as one array per field, unpacked with `UNNEST`, so each
-//! batch is one statement.
-//!
-//! Completions, releases and rescues record the attempts they end in the attempt history
-//! (`async_task_attempt`) in that same statement: the change is a data-modifying `WITH` whose
-//! `RETURNING` rows (exactly the rows it changed) feed the history's insert and its trim to
-//! the bound (see [`crate::store::history`]).
-//!
-//! Every write to a running task is fenced like on every backend: it applies only to a row
-//! that is still `status = 1` under the same lease owner and the same `attempts` (the claim it
-//! came from). PostgreSQL re-checks these conditions on the newest version of a row that a
-//! concurrent statement changed, so a completion racing a cancel or a rescue either lands
-//! before it or finds the row no longer its own.
+//! Writes to running tasks other than completions (`completion.rs`) on PostgreSQL: progress,
+//! lease extensions, releases and the rescue of expired leases, each one statement over arrays
+//! unpacked with `UNNEST`, fenced like completions (the row is still running under the lease
+//! owner and claim the write names). Releases and rescues record the attempts they end in the
+//! attempt history in that same statement.
 
 use chrono::{DateTime, Utc};
 
 use super::PgStore;
 use super::rows::{millis, status_code, storable};
 use crate::store::history::{KEPT_ATTEMPTS, Outcome};
-use crate::store::{AttemptId, Completion, ProgressUpdate, RescueReport, StoreError};
+use crate::store::{AttemptId, ProgressUpdate, RescueReport, StoreError};
 use crate::task::Status;
 
 use super::super::encoding::LEASE_EXPIRED;
 
-/// Parameters: one array per field, `c(...)` below; `$14` is
-/// [`crate::store::history::KEPT_ATTEMPTS`].
-const COMPLETE: &str = "WITH done AS ( \
-     UPDATE async_task SET \
-         status = c.status, \
-         retry_count = c.retry_count, \
-         next_run_at = COALESCE(c.next_run_at, async_task.next_run_at), \
-         result = c.result, \
-         last_error = CASE WHEN c.status = 2 THEN NULL ELSE COALESCE(c.error, async_task.last_error) END, \
-         plugin_version = COALESCE(c.plugin_version, async_task.plugin_version), \
-         log = c.log, \
-         finished_at = c.finished_at, \
-         snoozes = CASE WHEN c.status = 0 AND c.error IS NULL THEN async_task.snoozes + 1 ELSE 0 END, \
-         lease_owner = NULL, lease_expires_at = NULL, \
-         updated_at = c.now \
-     FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::smallint[], $5::bigint[], $6::bigint[], \
-                 $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], \
-                 $13::smallint[]) \
-          AS c(id, owner, attempt, status, retry_count, next_run_at, result, error, plugin_version, \
-               log, finished_at, now, outcome) \
-     WHERE async_task.id = c.id AND async_task.status = 1 \
-       AND async_task.lease_owner = c.owner AND async_task.attempts = c.attempt \
-     RETURNING async_task.id, async_task.attempts AS attempt, c.owner AS host, c.plugin_version, \
-               async_task.attempted_at AS started_at, c.now AS finished_at, c.outcome, c.error, c.log), \
- recorded AS (INSERT INTO async_task_attempt \
-         (task_id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log) \
-     SELECT id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log FROM done \
-     ON CONFLICT DO NOTHING), \
- trimmed AS (DELETE FROM async_task_attempt AS a USING done \
-     WHERE done.attempt > $14 + 1 AND a.task_id = done.id AND a.attempt BETWEEN 2 AND done.attempt - $14) \
- SELECT COUNT(*) FROM done";
-
 impl PgStore {
-    pub(super) async fn complete_attempts(
-        &self,
-        completions: &[Completion],
-    ) -> Result<u64, StoreError> {
-        if completions.is_empty() {
-            return Ok(0);
-        }
-        // Rows are locked in id order, as a concurrent batch touching the same rows would.
-        let mut batch: Vec<&Completion> = completions.iter().collect();
-        batch.sort_by_key(|c| c.id);
-        let text = |f: fn(&Completion) -> Option<&str>| {
-            batch.iter().map(|c| f(c).map(storable)).collect::<Vec<_>>()
-        };
-        let (changed,): (i64,) = sqlx::query_as(COMPLETE)
-            .bind(batch.iter().map(|c| c.id).collect::<Vec<_>>())
-            .bind(batch.iter().map(|c| c.owner.as_str()).collect::<Vec<_>>())
-            .bind(
-                batch
-                    .iter()
-                    .map(|c| i64::from(c.attempt))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                batch
-                    .iter()
-                    .map(|c| status_code(c.transition.status))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                batch
-                    .iter()
-                    .map(|c| i64::from(c.transition.retry_count))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                batch
-                    .iter()
-                    .map(|c| c.transition.next_run_at.map(millis))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(text(|c| c.transition.result.as_deref()))
-            .bind(text(|c| c.transition.error.as_deref()))
-            .bind(text(|c| c.plugin_version.as_deref()))
-            .bind(text(|c| c.log.as_deref()))
-            .bind(
-                batch
-                    .iter()
-                    .map(|c| {
-                        c.transition
-                            .status
-                            .is_final()
-                            .then(|| millis(c.finished_at))
-                    })
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                batch
-                    .iter()
-                    .map(|c| millis(c.finished_at))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                batch
-                    .iter()
-                    .map(|c| c.outcome.code() as i16)
-                    .collect::<Vec<_>>(),
-            )
-            .bind(i64::from(KEPT_ATTEMPTS))
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(changed as u64)
-    }
-
-    pub(super) async fn record_progress_of(
+    pub(super) async fn record_progress(
         &self,
         updates: &[ProgressUpdate],
     ) -> Result<(), StoreError> {
@@ -160,7 +46,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn extend(
+    pub(super) async fn extend_leases(
         &self,
         owner: &str,
         attempts: &[AttemptId],
@@ -198,7 +84,7 @@ impl PgStore {
             .collect())
     }
 
-    pub(super) async fn release_attempts(
+    pub(super) async fn release(
         &self,
         owner: &str,
         attempts: &[AttemptId],
@@ -239,7 +125,10 @@ impl PgStore {
         Ok(released as u64)
     }
 
-    pub(super) async fn rescue(&self, now: DateTime<Utc>) -> Result<RescueReport, StoreError> {
+    pub(super) async fn rescue_expired(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<RescueReport, StoreError> {
         // SET expressions see the row as it was before the update, so `retry_count < max_retry`
         // asks whether the expired attempt had a retry left: then a retry is scheduled. SKIP
         // LOCKED: a row a completion is writing right now is that completion's; the next pass
