@@ -1,6 +1,6 @@
 //! The attempt history on PostgreSQL (`async_task_attempt`, see [`crate::store::history`]):
-//! reading it, and recording the attempt a cancel ends. Completions, releases and rescues
-//! record theirs in their own statements (`attempts.rs`).
+//! recording the attempt a cancel ends. Completions, releases and rescues record theirs in
+//! their own statements (`completion.rs`, `running.rs`); reading is portable.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;

@@ -1,5 +1,6 @@
 //! The SQLite writer thread: enqueues, claims and completions, the statements every task passes
-//! through, run synchronously on one connection owned by one thread.
+//! through, run synchronously on one connection owned by one thread (their statements are in
+//! `enqueue.rs`, `claim.rs` and `completion.rs`).
 //!
 //! Through sqlx every statement is a message to sqlx's worker thread and every row it returns
 //! another message back, decoded on the async side: a claim of 200 rows spent most of its time
@@ -18,97 +19,17 @@
 //! rusqlite is the SQLite binding most Rust projects build on; this crate pins the version that
 //! links the same bundled SQLite (`libsqlite3-sys`) as sqlx, so both connections run one library.
 
-use chrono::Utc;
-use rusqlite::{Connection, Row, ToSql, params, params_from_iter};
-use serde_json::json;
+use rusqlite::{Connection, params};
 use sqlx::SqlitePool;
 use std::path::Path;
+use std::sync::Mutex;
 use std::sync::mpsc;
-use std::sync::{LazyLock, Mutex};
 use tokio::sync::oneshot;
 
-use super::history::{COLUMNS as HISTORY_COLUMNS, TRIM as HISTORY_TRIM};
-use super::{BUSY_TIMEOUT, TaskRow, into_tasks, match_inserted};
-use crate::store::encoding::{millis, status_code};
-use crate::store::history::trim_up_to;
+use super::BUSY_TIMEOUT;
+use crate::store::rows::TaskRow;
 use crate::store::{ClaimRequest, Completion, StoreError};
-use crate::task::{Enqueued, NewTask, Task};
-
-/// Rows per multi-row INSERT; 8 bound values a row stays far below SQLite's variable limit.
-const INSERT_CHUNK: usize = 500;
-
-/// The existing task an idempotency key names.
-const BY_KEY: &str = "SELECT * FROM async_task WHERE task_type = ?1 AND idempotency_key = ?2";
-
-/// An insert of `rows` tasks that skips rows whose idempotency key exists and returns the rows
-/// it inserted.
-fn insert_sql(rows: usize) -> String {
-    let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?)"; rows].join(", ");
-    format!(
-        "INSERT INTO async_task (task_type, payload, priority, max_retry, next_run_at, \
-         idempotency_key, created_at, updated_at) VALUES {values} \
-         ON CONFLICT DO NOTHING RETURNING *"
-    )
-}
-
-/// The claim: due pending rows of the given types in dispatch order, leased to the owner.
-const CLAIM: &str = "UPDATE async_task SET status = 1, attempts = attempts + 1, lease_owner = ?1, \
-         lease_expires_at = ?2, attempted_at = ?3, updated_at = ?3, progress = NULL, progress_note = NULL \
-     WHERE id IN ( \
-         SELECT id FROM async_task INDEXED BY async_task_dispatch \
-         WHERE status = 0 AND next_run_at <= ?3 \
-           AND task_type IN (SELECT value FROM json_each(?4)) \
-         ORDER BY priority DESC, next_run_at, id \
-         LIMIT ?5) \
-     RETURNING *";
-
-/// A claimed row that cannot be read is failed with the reason, so it does not come back.
-const FAIL_UNREADABLE: &str = "UPDATE async_task SET status = 3, finished_at = ?2, updated_at = ?2, \
-     lease_owner = NULL, lease_expires_at = NULL, last_error = ?3 WHERE id = ?1";
-
-/// A completion batch, one JSON array, applied to the rows still running under the
-/// completion's owner and claim (a late completion of a rescued or cancelled task is fenced
-/// off). Each element is decoded once (`jsonb`), not once per field.
-const COMPLETE: &str = "WITH batch AS MATERIALIZED (SELECT jsonb(value) AS v FROM json_each(?1)) \
-     UPDATE async_task NOT INDEXED SET \
-         status = c.status, \
-         retry_count = c.retry_count, \
-         next_run_at = COALESCE(c.next_run_at, async_task.next_run_at), \
-         result = c.result, \
-         last_error = CASE WHEN c.status = 2 THEN NULL ELSE COALESCE(c.error, async_task.last_error) END, \
-         plugin_version = COALESCE(c.plugin_version, async_task.plugin_version), \
-         log = c.log, \
-         finished_at = c.finished_at, \
-         snoozes = CASE WHEN c.status = 0 AND c.error IS NULL THEN async_task.snoozes + 1 ELSE 0 END, \
-         lease_owner = NULL, lease_expires_at = NULL, \
-         updated_at = c.now \
-     FROM (SELECT v ->> '$.id' AS id, v ->> '$.owner' AS owner, \
-                  v ->> '$.attempt' AS attempt, v ->> '$.status' AS status, \
-                  v ->> '$.retry_count' AS retry_count, \
-                  v ->> '$.next_run_at' AS next_run_at, v ->> '$.result' AS result, \
-                  v ->> '$.error' AS error, v ->> '$.plugin_version' AS plugin_version, v ->> '$.log' AS log, \
-                  v ->> '$.finished_at' AS finished_at, v ->> '$.now' AS now \
-           FROM batch) AS c \
-     WHERE async_task.id = c.id AND async_task.status = 1 \
-       AND async_task.lease_owner = c.owner AND async_task.attempts = c.attempt";
-
-/// The attempt records of a completion batch, for the attempts that will apply. Runs before
-/// [`COMPLETE`], while the rows still show the claims being ended. Spelled once, not per batch.
-static RECORD_COMPLETIONS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH batch AS MATERIALIZED (SELECT jsonb(value) AS v FROM json_each(?1)) \
-         {HISTORY_COLUMNS} \
-         SELECT t.id, t.attempts, c.owner, c.plugin_version, t.attempted_at, c.now, c.outcome, c.error, c.log \
-         FROM (SELECT v ->> '$.id' AS id, v ->> '$.owner' AS owner, \
-                      v ->> '$.attempt' AS attempt, v ->> '$.outcome' AS outcome, \
-                      v ->> '$.error' AS error, v ->> '$.plugin_version' AS plugin_version, \
-                      v ->> '$.log' AS log, v ->> '$.now' AS now \
-               FROM batch) AS c \
-         CROSS JOIN async_task AS t NOT INDEXED ON t.id = c.id \
-         WHERE t.status = 1 AND t.lease_owner = c.owner AND t.attempts = c.attempt \
-         ON CONFLICT DO NOTHING"
-    )
-});
+use crate::task::{Enqueued, NewTask};
 
 /// What a claim brings back: rows as stored (the caller reads them into tasks and fails the
 /// unreadable ones through [`Writer::fail_unreadable`]).
@@ -186,7 +107,7 @@ impl Writer {
             .await
     }
 
-    /// Claims rows as [`CLAIM`] says.
+    /// Claims rows as [`super::claim::write`] does.
     pub async fn claim(
         &self,
         gate: &SqlitePool,
@@ -308,13 +229,17 @@ fn within_savepoint(
 impl Command {
     fn run(&self, connection: &Connection) -> Result<Outcome, StoreError> {
         match self {
-            Command::Enqueue { tasks, .. } => enqueue(connection, tasks).map(Outcome::Enqueued),
-            Command::Claim { request, .. } => claim(connection, request).map(Outcome::Claimed),
+            Command::Enqueue { tasks, .. } => {
+                super::enqueue::write(connection, tasks).map(Outcome::Enqueued)
+            }
+            Command::Claim { request, .. } => {
+                super::claim::write(connection, request).map(Outcome::Claimed)
+            }
             Command::Complete { completions, .. } => {
-                complete(connection, completions).map(Outcome::Completed)
+                super::completion::write(connection, completions).map(Outcome::Completed)
             }
             Command::FailUnreadable { failed, now, .. } => {
-                let mut statement = connection.prepare_cached(FAIL_UNREADABLE)?;
+                let mut statement = connection.prepare_cached(super::claim::FAIL_UNREADABLE)?;
                 for (id, reason) in failed {
                     statement.execute(params![id, now, reason])?;
                 }
@@ -352,148 +277,6 @@ impl Command {
             Command::FailUnreadable { reply, .. } => drop(reply.send(Err(error))),
         }
     }
-}
-
-fn enqueue(connection: &Connection, tasks: &[NewTask]) -> Result<Vec<Enqueued>, StoreError> {
-    let now = millis(Utc::now());
-    let mut results = Vec::with_capacity(tasks.len());
-    for chunk in tasks.chunks(INSERT_CHUNK) {
-        let run_at: Vec<i64> = chunk.iter().map(|task| millis(task.run_at)).collect();
-        let mut values: Vec<&dyn ToSql> = Vec::with_capacity(chunk.len() * 8);
-        for (task, run_at) in chunk.iter().zip(&run_at) {
-            values.extend([
-                &task.task_type as &dyn ToSql,
-                &task.payload,
-                &task.priority,
-                &task.max_retry,
-                run_at,
-                &task.idempotency_key,
-                &now,
-                &now,
-            ]);
-        }
-        let rows = connection
-            .prepare_cached(&insert_sql(chunk.len()))?
-            .query_map(params_from_iter(values), task_row)?
-            .collect::<Result<Vec<_>, _>>()?;
-        for (new, inserted) in chunk.iter().zip(match_inserted(chunk, into_tasks(rows)?)) {
-            let enqueued = match inserted {
-                Some(task) => Enqueued {
-                    task,
-                    duplicate: false,
-                },
-                None => {
-                    let row = connection
-                        .prepare_cached(BY_KEY)?
-                        .query_row(params![new.task_type, new.idempotency_key], task_row)?;
-                    Enqueued {
-                        task: Task::try_from(row)?,
-                        duplicate: true,
-                    }
-                }
-            };
-            results.push(enqueued);
-        }
-    }
-    Ok(results)
-}
-
-fn claim(connection: &Connection, request: &ClaimRequest) -> Result<Claimed, StoreError> {
-    let now = millis(request.now);
-    let lease_until = millis(request.now + crate::task::chrono_duration(request.lease));
-    let mut statement = connection.prepare_cached(CLAIM)?;
-    let rows = statement.query_map(
-        params![
-            request.owner,
-            lease_until,
-            now,
-            json!(request.task_types).to_string(),
-            request.limit as i64
-        ],
-        task_row,
-    )?;
-    Ok(rows.collect::<Result<Vec<_>, _>>()?)
-}
-
-fn complete(connection: &Connection, completions: &[Completion]) -> Result<u64, StoreError> {
-    // The attempts' records first, while their rows still show the claims being ended. Only
-    // what the record needs: the result (often the largest text) stays out.
-    let records: Vec<serde_json::Value> = completions
-        .iter()
-        .map(|c| {
-            json!({
-                "id": c.id,
-                "owner": c.owner,
-                "attempt": c.attempt,
-                "outcome": c.outcome.code(),
-                "error": c.transition.error,
-                "plugin_version": c.plugin_version,
-                "log": c.log,
-                "now": millis(c.finished_at),
-            })
-        })
-        .collect();
-    connection
-        .prepare_cached(&RECORD_COMPLETIONS)?
-        .execute([serde_json::Value::Array(records).to_string()])?;
-    let mut trim = connection.prepare_cached(HISTORY_TRIM)?;
-    for c in completions {
-        if let Some(up_to) = trim_up_to(c.attempt) {
-            trim.execute(params![c.id, i64::from(up_to)])?;
-        }
-    }
-    let batch: Vec<serde_json::Value> = completions
-        .iter()
-        .map(|c| {
-            let t = &c.transition;
-            json!({
-                "id": c.id,
-                "owner": c.owner,
-                "attempt": c.attempt,
-                "status": status_code(t.status),
-                "retry_count": t.retry_count,
-                "next_run_at": t.next_run_at.map(millis),
-                "result": t.result,
-                "error": t.error,
-                "plugin_version": c.plugin_version,
-                "log": c.log,
-                "finished_at": t.status.is_final().then(|| millis(c.finished_at)),
-                "now": millis(c.finished_at),
-            })
-        })
-        .collect();
-    let changed = connection
-        .prepare_cached(COMPLETE)?
-        .execute([serde_json::Value::Array(batch).to_string()])?;
-    Ok(changed as u64)
-}
-
-/// A returned `async_task` row, read by column name.
-fn task_row(row: &Row<'_>) -> rusqlite::Result<TaskRow> {
-    Ok(TaskRow {
-        id: row.get("id")?,
-        task_type: row.get("task_type")?,
-        payload: row.get("payload")?,
-        status: row.get("status")?,
-        priority: row.get("priority")?,
-        retry_count: row.get("retry_count")?,
-        max_retry: row.get("max_retry")?,
-        attempts: row.get("attempts")?,
-        next_run_at: row.get("next_run_at")?,
-        idempotency_key: row.get("idempotency_key")?,
-        lease_owner: row.get("lease_owner")?,
-        lease_expires_at: row.get("lease_expires_at")?,
-        attempted_at: row.get("attempted_at")?,
-        finished_at: row.get("finished_at")?,
-        last_error: row.get("last_error")?,
-        result: row.get("result")?,
-        progress: row.get("progress")?,
-        progress_note: row.get("progress_note")?,
-        plugin_version: row.get("plugin_version")?,
-        log: row.get("log")?,
-        created_at: row.get("created_at")?,
-        updated_at: row.get("updated_at")?,
-    })
 }
 
 impl From<rusqlite::Error> for StoreError {

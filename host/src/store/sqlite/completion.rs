@@ -1,0 +1,123 @@
+//! Completions on SQLite ([`crate::store::Queue::complete`]): a batch is one JSON array applied by
+//! one statement on the writer thread (`writer.rs`), after one more that records the attempts it
+//! ends in the attempt history.
+
+use serde_json::json;
+
+use super::SqliteStore;
+use super::history::{COLUMNS as HISTORY_COLUMNS, TRIM as HISTORY_TRIM};
+use crate::store::encoding::{millis, status_code};
+use crate::store::history::trim_up_to;
+use crate::store::{Completion, StoreError};
+use rusqlite::{Connection, params};
+use std::sync::LazyLock;
+
+/// A completion batch, one JSON array, applied to the rows still running under the
+/// completion's owner and claim (a late completion of a rescued or cancelled task is fenced
+/// off). Each element is decoded once (`jsonb`), not once per field.
+const COMPLETE: &str = "WITH batch AS MATERIALIZED (SELECT jsonb(value) AS v FROM json_each(?1)) \
+     UPDATE async_task NOT INDEXED SET \
+         status = c.status, \
+         retry_count = c.retry_count, \
+         next_run_at = COALESCE(c.next_run_at, async_task.next_run_at), \
+         result = c.result, \
+         last_error = CASE WHEN c.status = 2 THEN NULL ELSE COALESCE(c.error, async_task.last_error) END, \
+         plugin_version = COALESCE(c.plugin_version, async_task.plugin_version), \
+         log = c.log, \
+         finished_at = c.finished_at, \
+         snoozes = CASE WHEN c.status = 0 AND c.error IS NULL THEN async_task.snoozes + 1 ELSE 0 END, \
+         lease_owner = NULL, lease_expires_at = NULL, \
+         updated_at = c.now \
+     FROM (SELECT v ->> '$.id' AS id, v ->> '$.owner' AS owner, \
+                  v ->> '$.attempt' AS attempt, v ->> '$.status' AS status, \
+                  v ->> '$.retry_count' AS retry_count, \
+                  v ->> '$.next_run_at' AS next_run_at, v ->> '$.result' AS result, \
+                  v ->> '$.error' AS error, v ->> '$.plugin_version' AS plugin_version, v ->> '$.log' AS log, \
+                  v ->> '$.finished_at' AS finished_at, v ->> '$.now' AS now \
+           FROM batch) AS c \
+     WHERE async_task.id = c.id AND async_task.status = 1 \
+       AND async_task.lease_owner = c.owner AND async_task.attempts = c.attempt";
+
+/// The attempt records of a completion batch, for the attempts that will apply. Runs before
+/// [`COMPLETE`], while the rows still show the claims being ended. Spelled once, not per batch.
+static RECORD_COMPLETIONS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH batch AS MATERIALIZED (SELECT jsonb(value) AS v FROM json_each(?1)) \
+         {HISTORY_COLUMNS} \
+         SELECT t.id, t.attempts, c.owner, c.plugin_version, t.attempted_at, c.now, c.outcome, c.error, c.log \
+         FROM (SELECT v ->> '$.id' AS id, v ->> '$.owner' AS owner, \
+                      v ->> '$.attempt' AS attempt, v ->> '$.outcome' AS outcome, \
+                      v ->> '$.error' AS error, v ->> '$.plugin_version' AS plugin_version, \
+                      v ->> '$.log' AS log, v ->> '$.now' AS now \
+               FROM batch) AS c \
+         CROSS JOIN async_task AS t NOT INDEXED ON t.id = c.id \
+         WHERE t.status = 1 AND t.lease_owner = c.owner AND t.attempts = c.attempt \
+         ON CONFLICT DO NOTHING"
+    )
+});
+
+impl SqliteStore {
+    pub(super) async fn complete(&self, completions: &[Completion]) -> Result<u64, StoreError> {
+        if completions.is_empty() {
+            return Ok(0);
+        }
+        self.hot.complete(&self.writer, completions.to_vec()).await
+    }
+}
+
+/// Runs on the writer thread.
+pub(super) fn write(
+    connection: &Connection,
+    completions: &[Completion],
+) -> Result<u64, StoreError> {
+    // The attempts' records first, while their rows still show the claims being ended. Only
+    // what the record needs: the result (often the largest text) stays out.
+    let records: Vec<serde_json::Value> = completions
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.id,
+                "owner": c.owner,
+                "attempt": c.attempt,
+                "outcome": c.outcome.code(),
+                "error": c.transition.error,
+                "plugin_version": c.plugin_version,
+                "log": c.log,
+                "now": millis(c.finished_at),
+            })
+        })
+        .collect();
+    connection
+        .prepare_cached(&RECORD_COMPLETIONS)?
+        .execute([serde_json::Value::Array(records).to_string()])?;
+    let mut trim = connection.prepare_cached(HISTORY_TRIM)?;
+    for c in completions {
+        if let Some(up_to) = trim_up_to(c.attempt) {
+            trim.execute(params![c.id, i64::from(up_to)])?;
+        }
+    }
+    let batch: Vec<serde_json::Value> = completions
+        .iter()
+        .map(|c| {
+            let t = &c.transition;
+            json!({
+                "id": c.id,
+                "owner": c.owner,
+                "attempt": c.attempt,
+                "status": status_code(t.status),
+                "retry_count": t.retry_count,
+                "next_run_at": t.next_run_at.map(millis),
+                "result": t.result,
+                "error": t.error,
+                "plugin_version": c.plugin_version,
+                "log": c.log,
+                "finished_at": t.status.is_final().then(|| millis(c.finished_at)),
+                "now": millis(c.finished_at),
+            })
+        })
+        .collect();
+    let changed = connection
+        .prepare_cached(COMPLETE)?
+        .execute([serde_json::Value::Array(batch).to_string()])?;
+    Ok(changed as u64)
+}
