@@ -91,7 +91,7 @@ impl ArchiveCounts {
 }
 
 /// Checks that a batch only names final states (a running or pending task is never archived).
-pub fn check_batch(batch: &ArchiveBatch) -> Result<(), StoreError> {
+fn check_batch(batch: &ArchiveBatch) -> Result<(), StoreError> {
     if let Some(status) = batch.statuses.iter().find(|s| !s.is_final()) {
         return Err(StoreError::Database(format!(
             "only finished tasks are archived, not {status} ones"
@@ -100,12 +100,20 @@ pub fn check_batch(batch: &ArchiveBatch) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Moving finished tasks to the archive and purging it: each backend's own statements.
+/// Moving finished tasks to the archive and purging it. Callers use the two provided methods,
+/// which check the request and answer empty ones; each backend writes the two statements
+/// below them.
 #[async_trait]
 pub trait Archive {
     /// Moves one batch of finished tasks to the archive in one short transaction; returns how
     /// many of each state moved (fewer than `limit` in all: nothing more to move now).
-    async fn archive_batch(&self, batch: &ArchiveBatch) -> Result<ArchiveCounts, StoreError>;
+    async fn archive_batch(&self, batch: &ArchiveBatch) -> Result<ArchiveCounts, StoreError> {
+        check_batch(batch)?;
+        if batch.limit == 0 || batch.statuses.is_empty() {
+            return Ok(ArchiveCounts::default());
+        }
+        self.move_batch(batch).await
+    }
 
     /// Deletes up to `limit` archived tasks archived before `archived_before`, with their
     /// effect-ledger rows and attempt history, in one transaction; returns how many tasks.
@@ -113,7 +121,19 @@ pub trait Archive {
         &self,
         archived_before: DateTime<Utc>,
         limit: usize,
-    ) -> Result<u64, StoreError>;
+    ) -> Result<u64, StoreError> {
+        if limit == 0 {
+            return Ok(0);
+        }
+        self.purge_batch(archived_before, limit).await
+    }
+
+    /// The backend's [`Archive::archive_batch`], for a checked batch of at least one row of at
+    /// least one state.
+    async fn move_batch(&self, batch: &ArchiveBatch) -> Result<ArchiveCounts, StoreError>;
+
+    /// The backend's [`Archive::purge_archive_batch`], for a limit of at least one.
+    async fn purge_batch(&self, before: DateTime<Utc>, limit: usize) -> Result<u64, StoreError>;
 }
 
 /// Reading the archive and what a batch would move: written once, in portable SQL.

@@ -20,6 +20,9 @@ use super::sql::{Arg, Cells, Portable, Via};
 /// Host-wide values and leadership.
 #[async_trait]
 pub trait Coordination: Send + Sync {
+    /// Checks that the database answers (a statement on the read connections).
+    async fn ping(&self) -> Result<(), StoreError>;
+
     /// Returns the value stored under `name`, storing `value` first if there is none (the
     /// first host to ask decides; every later caller gets the same answer).
     async fn meta_get_or_insert(&self, name: &str, value: &str) -> Result<String, StoreError>;
@@ -42,6 +45,12 @@ pub trait Coordination: Send + Sync {
 
 #[async_trait]
 impl<S: Portable> Coordination for S {
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.fetch_one(Via::Reader, &self.statement("SELECT 1"))
+            .await
+            .map(drop)
+    }
+
     async fn meta_get_or_insert(&self, name: &str, value: &str) -> Result<String, StoreError> {
         // Two statements: an insert that waited for a concurrent host's row cannot read that
         // row in its own snapshot; the read after it, in a new one, can.

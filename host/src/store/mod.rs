@@ -11,6 +11,8 @@
 
 pub mod alerts;
 pub mod archive;
+#[cfg(test)]
+mod backend_tests;
 pub mod control;
 pub mod coordination;
 pub mod encoding;
@@ -245,9 +247,6 @@ pub trait Store:
     + Sync
     + 'static
 {
-    /// Checks that the database answers.
-    async fn ping(&self) -> Result<(), StoreError>;
-
     /// Closes connections, flushing what the database buffers.
     async fn close(&self);
 }

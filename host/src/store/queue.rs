@@ -27,6 +27,19 @@ impl AttemptId {
             attempt: task.attempts,
         }
     }
+
+    /// The attempts a fenced write answers with, from its `(id, attempts)` rows; a row whose
+    /// count does not fit is not an attempt this host can hold.
+    pub(crate) fn from_rows(rows: Vec<(TaskId, i64)>) -> Vec<AttemptId> {
+        rows.into_iter()
+            .filter_map(|(task, attempt)| {
+                Some(AttemptId {
+                    task,
+                    attempt: u32::try_from(attempt).ok()?,
+                })
+            })
+            .collect()
+    }
 }
 
 /// What a host asks for when it claims work.
@@ -65,8 +78,9 @@ pub struct Completion {
     pub finished_at: DateTime<Utc>,
 }
 
-/// A progress report from a running handler.
-#[derive(Debug, Clone, PartialEq)]
+/// A progress report from a running handler (serialized as `{"id", "percent", "note"}` for the
+/// backends that pass batches as JSON).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ProgressUpdate {
     pub id: TaskId,
     pub percent: u8,
@@ -144,3 +158,129 @@ pub trait Queue: Send + Sync {
         false
     }
 }
+
+/// What a completion writes to its task's row, from the batch row `c` (its transition, the
+/// attempt's output, the time): one rule for the backends whose `UPDATE` joins the batch.
+macro_rules! completion_assignments {
+    () => {
+        "status = c.status, \
+         retry_count = c.retry_count, \
+         next_run_at = COALESCE(c.next_run_at, async_task.next_run_at), \
+         result = c.result, \
+         last_error = CASE WHEN c.status = 2 THEN NULL ELSE COALESCE(c.error, async_task.last_error) END, \
+         plugin_version = COALESCE(c.plugin_version, async_task.plugin_version), \
+         log = c.log, \
+         finished_at = c.finished_at, \
+         snoozes = CASE WHEN c.status = 0 AND c.error IS NULL THEN async_task.snoozes + 1 ELSE 0 END, \
+         lease_owner = NULL, lease_expires_at = NULL, \
+         updated_at = c.now"
+    };
+}
+pub(crate) use completion_assignments;
+
+/// The fence of a completion: its row still runs under the owner and claim the batch row `c`
+/// names, so a late completion of a rescued or cancelled attempt changes nothing.
+macro_rules! completion_fence {
+    () => {
+        "async_task.id = c.id AND async_task.status = 1 \
+         AND async_task.lease_owner = c.owner AND async_task.attempts = c.attempt"
+    };
+}
+pub(crate) use completion_fence;
+
+/// `impl Queue for $store`, by delegation to the backend's inherent methods of the same names
+/// (one per file: `enqueue.rs`, `claim.rs`, `completion.rs`, `running.rs`, `tasks.rs`). The
+/// answers to empty batches are given here, once, so a backend's methods always have work;
+/// `{ … }` after the type adds the trait's provided methods a backend overrides.
+macro_rules! queue_by_delegation {
+    ($store:ident $({ $($overrides:tt)* })?) => {
+        $crate::store::queue::queue_by_delegation!(@impl $store [retry cancel] { $($($overrides)*)? });
+    };
+    (@impl $store:ident [$($by_id:ident)*] { $($overrides:tt)* }) => {
+        #[async_trait::async_trait]
+        impl $crate::store::queue::Queue for $store {
+            async fn enqueue(
+                &self,
+                tasks: Vec<$crate::task::NewTask>,
+            ) -> Result<Vec<$crate::task::Enqueued>, $crate::store::StoreError> {
+                if tasks.is_empty() {
+                    return Ok(Vec::new());
+                }
+                $store::enqueue(self, tasks).await
+            }
+
+            async fn claim(
+                &self,
+                request: &$crate::store::ClaimRequest,
+            ) -> Result<Vec<$crate::task::Task>, $crate::store::StoreError> {
+                if request.limit == 0 || request.task_types.is_empty() {
+                    return Ok(Vec::new());
+                }
+                $store::claim(self, request).await
+            }
+
+            async fn complete(
+                &self,
+                completions: &[$crate::store::Completion],
+            ) -> Result<u64, $crate::store::StoreError> {
+                if completions.is_empty() {
+                    return Ok(0);
+                }
+                $store::complete(self, completions).await
+            }
+
+            async fn record_progress(
+                &self,
+                updates: &[$crate::store::ProgressUpdate],
+            ) -> Result<(), $crate::store::StoreError> {
+                if updates.is_empty() {
+                    return Ok(());
+                }
+                $store::record_progress(self, updates).await
+            }
+
+            async fn extend_leases(
+                &self,
+                owner: &str,
+                attempts: &[$crate::store::AttemptId],
+                until: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Vec<$crate::store::AttemptId>, $crate::store::StoreError> {
+                if attempts.is_empty() {
+                    return Ok(Vec::new());
+                }
+                $store::extend_leases(self, owner, attempts, until).await
+            }
+
+            async fn release(
+                &self,
+                owner: &str,
+                attempts: &[$crate::store::AttemptId],
+            ) -> Result<u64, $crate::store::StoreError> {
+                if attempts.is_empty() {
+                    return Ok(0);
+                }
+                $store::release(self, owner, attempts).await
+            }
+
+            async fn rescue_expired(
+                &self,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<$crate::store::RescueReport, $crate::store::StoreError> {
+                $store::rescue_expired(self, now).await
+            }
+
+            $(
+                async fn $by_id(
+                    &self,
+                    id: $crate::task::TaskId,
+                    now: chrono::DateTime<chrono::Utc>,
+                ) -> Result<$crate::task::Task, $crate::store::StoreError> {
+                    $store::$by_id(self, id, now).await
+                }
+            )*
+
+            $($overrides)*
+        }
+    };
+}
+pub(crate) use queue_by_delegation;

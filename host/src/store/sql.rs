@@ -83,11 +83,27 @@ pub trait Dialect: Send + Sync {
     fn byte_length_sum(&self, columns: &[&str]) -> String;
 
     /// `insert` (an `INSERT … VALUES …`) that leaves an existing row with the same `key`
-    /// alone.
-    fn insert_or_keep(&self, insert: &str, key: &str) -> String;
+    /// alone. PostgreSQL's `ON CONFLICT` clause, which SQLite reads too.
+    fn insert_or_keep(&self, insert: &str, key: &str) -> String {
+        let _ = key;
+        format!("{insert} ON CONFLICT DO NOTHING")
+    }
 
-    /// `INSERT INTO table (columns) VALUES rows` that replaces the row with the same `key`.
-    fn insert_or_replace(&self, table: &str, columns: &[&str], key: &[&str], rows: &str) -> String;
+    /// `INSERT INTO table (columns) VALUES rows` that replaces the row with the same `key`: an
+    /// upsert that sets the other columns, in the `ON CONFLICT` form PostgreSQL and SQLite share.
+    fn insert_or_replace(&self, table: &str, columns: &[&str], key: &[&str], rows: &str) -> String {
+        let updates: Vec<String> = columns
+            .iter()
+            .filter(|c| !key.contains(c))
+            .map(|c| format!("{c} = excluded.{c}"))
+            .collect();
+        format!(
+            "INSERT INTO {table} ({}) VALUES {rows} ON CONFLICT ({}) DO UPDATE SET {}",
+            columns.join(", "),
+            key.join(", "),
+            updates.join(", ")
+        )
+    }
 
     /// The most values one statement may bind.
     fn max_binds(&self) -> usize;
@@ -192,10 +208,21 @@ impl<'a> Statement<'a> {
 /// A row read back by position (or by name, where a statement selects `*`): every integer
 /// width as `i64`, every text encoding as `String`.
 pub trait Cells {
-    fn int<I: Column>(&self, column: I) -> Result<i64, StoreError>;
+    /// An integer column of any width and sign, as stored.
     fn opt_int<I: Column>(&self, column: I) -> Result<Option<i64>, StoreError>;
-    fn text<I: Column>(&self, column: I) -> Result<String, StoreError>;
     fn opt_text<I: Column>(&self, column: I) -> Result<Option<String>, StoreError>;
+
+    fn int<I: Column>(&self, column: I) -> Result<i64, StoreError> {
+        self.opt_int(column)?.ok_or_else(|| null_column(column))
+    }
+
+    fn text<I: Column>(&self, column: I) -> Result<String, StoreError> {
+        self.opt_text(column)?.ok_or_else(|| null_column(column))
+    }
+}
+
+fn null_column(column: impl Column) -> StoreError {
+    StoreError::Database(format!("column {column:?} is NULL where a value belongs"))
 }
 
 /// A column of a row: its position, or its name.
@@ -203,6 +230,7 @@ pub trait Column:
     sqlx::ColumnIndex<sqlx::sqlite::SqliteRow>
     + sqlx::ColumnIndex<sqlx::postgres::PgRow>
     + sqlx::ColumnIndex<sqlx::mysql::MySqlRow>
+    + rusqlite::RowIndex
     + std::fmt::Debug
     + Copy
 {

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use super::MySqlStore;
 use super::rows::{millis, status_code};
 use crate::store::StoreError;
-use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts, check_batch};
+use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts};
 use crate::task::Status;
 
 /// The columns an archived row copies, in both tables' names.
@@ -41,11 +41,7 @@ fn id_list(ids: &[i64]) -> String {
 
 #[async_trait]
 impl Archive for MySqlStore {
-    async fn archive_batch(&self, batch: &ArchiveBatch) -> Result<ArchiveCounts, StoreError> {
-        check_batch(batch)?;
-        if batch.limit == 0 || batch.statuses.is_empty() {
-            return Ok(ArchiveCounts::default());
-        }
+    async fn move_batch(&self, batch: &ArchiveBatch) -> Result<ArchiveCounts, StoreError> {
         let mut tx = self.pool.begin().await?;
         let picked: Vec<(i64, i8)> = sqlx::query_as(&format!(
             "SELECT id, status FROM async_task FORCE INDEX (async_task_finished) \
@@ -80,20 +76,13 @@ impl Archive for MySqlStore {
         ))
     }
 
-    async fn purge_archive_batch(
-        &self,
-        archived_before: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<u64, StoreError> {
-        if limit == 0 {
-            return Ok(0);
-        }
+    async fn purge_batch(&self, before: DateTime<Utc>, limit: usize) -> Result<u64, StoreError> {
         let mut tx = self.pool.begin().await?;
         let picked: Vec<(i64,)> = sqlx::query_as(
             "SELECT id FROM async_task_archive FORCE INDEX (async_task_archive_age) \
              WHERE archived_at < ? LIMIT ? FOR UPDATE SKIP LOCKED",
         )
-        .bind(millis(archived_before))
+        .bind(millis(before))
         .bind(limit as u64)
         .fetch_all(&mut *tx)
         .await?;

@@ -114,9 +114,6 @@ impl MySqlStore {
     }
 
     pub(super) async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError> {
-        if request.limit == 0 || request.task_types.is_empty() {
-            return Ok(Vec::new());
-        }
         // Times as stored (whole milliseconds), so the tasks returned equal the rows.
         let now = millis(request.now);
         let lease_until = millis(request.now + crate::task::chrono_duration(request.lease));

@@ -103,33 +103,19 @@ fn bind<'q>(
     query
 }
 
-/// An integer column, signed or unsigned.
-fn integer<I: Column>(row: &MySqlRow, column: I) -> Result<Option<i64>, StoreError> {
-    let kind = row.try_column(column)?.type_info();
-    if <u64 as Type<MySql>>::compatible(kind) {
-        let value: Option<u64> = row.try_get(column)?;
-        return value
-            .map(|n| {
-                i64::try_from(n)
-                    .map_err(|_| StoreError::Database(format!("column {column:?} holds {n}")))
-            })
-            .transpose();
-    }
-    Ok(row.try_get(column)?)
-}
-
 impl Cells for MySqlRow {
-    fn int<I: Column>(&self, column: I) -> Result<i64, StoreError> {
-        integer(self, column)?
-            .ok_or_else(|| StoreError::Database(format!("column {column:?} is NULL")))
-    }
-
     fn opt_int<I: Column>(&self, column: I) -> Result<Option<i64>, StoreError> {
-        integer(self, column)
-    }
-
-    fn text<I: Column>(&self, column: I) -> Result<String, StoreError> {
-        Ok(self.try_get::<Text, _>(column)?.0)
+        let kind = self.try_column(column)?.type_info();
+        if <u64 as Type<MySql>>::compatible(kind) {
+            let value: Option<u64> = self.try_get(column)?;
+            return value
+                .map(|n| {
+                    i64::try_from(n)
+                        .map_err(|_| StoreError::Database(format!("column {column:?} holds {n}")))
+                })
+                .transpose();
+        }
+        Ok(self.try_get(column)?)
     }
 
     fn opt_text<I: Column>(&self, column: I) -> Result<Option<String>, StoreError> {

@@ -44,9 +44,6 @@ type Key = (String, String);
 
 impl MySqlStore {
     pub(super) async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
-        if tasks.is_empty() {
-            return Ok(Vec::new());
-        }
         retry_deadlocks(|| self.enqueue_once(&tasks)).await
     }
 

@@ -76,19 +76,13 @@ mod tasks;
 mod tests;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::queue::Queue;
-use super::{
-    AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, SharedStore, Store,
-    StoreError,
-};
-use crate::task::{Enqueued, NewTask, Task, TaskId};
+use super::{SharedStore, Store, StoreError};
 
 pub use claim::ClaimExplanation;
 
@@ -297,20 +291,7 @@ fn json_arrays(items: impl Iterator<Item = String>, budget: usize) -> Vec<String
     arrays
 }
 
-#[async_trait]
-impl Queue for MySqlStore {
-    async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
-        MySqlStore::enqueue(self, tasks).await
-    }
-
-    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError> {
-        MySqlStore::claim(self, request).await
-    }
-
-    async fn complete(&self, completions: &[Completion]) -> Result<u64, StoreError> {
-        MySqlStore::complete(self, completions).await
-    }
-
+super::queue::queue_by_delegation!(MySqlStore {
     /// Three times the default. A claim moves its rows out of the pending part of the dispatch
     /// index, and InnoDB keeps the old entries (delete-marked) until its purge threads remove
     /// them, up to a second later under load. Every claim walks from the start of the pending
@@ -320,44 +301,10 @@ impl Queue for MySqlStore {
     fn claim_horizon(&self) -> std::time::Duration {
         3 * crate::store::DEFAULT_CLAIM_HORIZON
     }
-
-    async fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<(), StoreError> {
-        MySqlStore::record_progress(self, updates).await
-    }
-
-    async fn extend_leases(
-        &self,
-        owner: &str,
-        attempts: &[AttemptId],
-        until: DateTime<Utc>,
-    ) -> Result<Vec<AttemptId>, StoreError> {
-        MySqlStore::extend_leases(self, owner, attempts, until).await
-    }
-
-    async fn release(&self, owner: &str, attempts: &[AttemptId]) -> Result<u64, StoreError> {
-        MySqlStore::release(self, owner, attempts).await
-    }
-
-    async fn rescue_expired(&self, now: DateTime<Utc>) -> Result<RescueReport, StoreError> {
-        MySqlStore::rescue_expired(self, now).await
-    }
-
-    async fn retry(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
-        MySqlStore::retry(self, id, now).await
-    }
-
-    async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
-        MySqlStore::cancel(self, id, now).await
-    }
-}
+});
 
 #[async_trait]
 impl Store for MySqlStore {
-    async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
-    }
-
     async fn close(&self) {
         self.pool.close().await;
     }

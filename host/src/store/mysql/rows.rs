@@ -26,11 +26,6 @@ pub fn status_code(status: Status) -> i8 {
     super::super::encoding::status_code(status) as i8
 }
 
-#[cfg(test)]
-fn status_from_code(code: i8) -> Option<Status> {
-    super::super::encoding::status_from_code(code.into())
-}
-
 /// Text from a column with a binary collation (`utf8mb4_bin`, every text column here).
 ///
 /// The server flags such columns as binary, and the driver then refuses to decode them as
@@ -66,12 +61,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn status_codes_round_trip() {
-        for status in Status::ALL {
-            assert_eq!(status_from_code(status_code(status)), Some(status));
-        }
-        assert_eq!(status_from_code(9), None);
-        assert_eq!(codes_where(Status::can_retry), "(3, 4)");
-        assert_eq!(codes_where(Status::can_cancel), "(0, 1)");
+    fn every_status_code_fits_the_tinyint_column() {
+        let widened = Status::ALL.map(|status| i64::from(status_code(status)));
+        assert_eq!(
+            widened,
+            Status::ALL.map(super::super::super::encoding::status_code)
+        );
     }
 }

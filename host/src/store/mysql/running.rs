@@ -35,12 +35,7 @@ impl MySqlStore {
         &self,
         updates: &[ProgressUpdate],
     ) -> Result<(), StoreError> {
-        if updates.is_empty() {
-            return Ok(());
-        }
-        let items = updates
-            .iter()
-            .map(|u| json!({"id": u.id, "percent": u.percent, "note": u.note}).to_string());
+        let items = updates.iter().map(|u| json!(u).to_string());
         let mut tx = self.pool.begin().await?;
         for batch in super::json_arrays(items, self.statement_bytes) {
             sqlx::query(
@@ -67,9 +62,6 @@ impl MySqlStore {
         attempts: &[AttemptId],
         until: DateTime<Utc>,
     ) -> Result<Vec<AttemptId>, StoreError> {
-        if attempts.is_empty() {
-            return Ok(Vec::new());
-        }
         let list = serde_json::to_string(attempts).expect("attempts serialize");
         let mut tx = self.pool.begin().await?;
         sqlx::query(&format!(
@@ -82,18 +74,15 @@ impl MySqlStore {
         .await?;
         // The rows just extended: they are locked by this transaction until it commits, and a
         // row that did not match cannot match now (a claim always moves `attempts` on).
-        let extended: Vec<(i64, u32)> = sqlx::query_as(&format!(
-            "SELECT t.id, t.attempts FROM {ATTEMPTS_TABLE} WHERE t.status = 1 AND t.lease_owner = ?"
+        let extended: Vec<(i64, i64)> = sqlx::query_as(&format!(
+            "SELECT t.id, CAST(t.attempts AS SIGNED) FROM {ATTEMPTS_TABLE} WHERE t.status = 1 AND t.lease_owner = ?"
         ))
         .bind(&list)
         .bind(owner)
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(extended
-            .into_iter()
-            .map(|(task, attempt)| AttemptId { task, attempt })
-            .collect())
+        Ok(AttemptId::from_rows(extended))
     }
 
     pub(super) async fn release(
@@ -101,9 +90,6 @@ impl MySqlStore {
         owner: &str,
         attempts: &[AttemptId],
     ) -> Result<u64, StoreError> {
-        if attempts.is_empty() {
-            return Ok(0);
-        }
         let now = millis(Utc::now());
         let list = serde_json::to_string(attempts).expect("attempts serialize");
         let mut tx = self.pool.begin().await?;
@@ -157,30 +143,29 @@ impl MySqlStore {
             .map(|r| Ended::without_result(r, now, Outcome::Rescued, Some(LEASE_EXPIRED)))
             .collect();
         history::record(&mut tx, &ended, self.statement_bytes).await?;
-        let retried = sqlx::query(
-            "UPDATE async_task SET status = 0, retry_count = retry_count + 1, next_run_at = ?, last_error = ?, \
-                 lease_owner = NULL, lease_expires_at = NULL, updated_at = ? \
-             WHERE status = 1 AND lease_expires_at < ? AND retry_count < max_retry",
-        )
-        .bind(now)
-        .bind(LEASE_EXPIRED)
-        .bind(now)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        let failed = sqlx::query(
-            "UPDATE async_task SET status = 3, finished_at = ?, last_error = ?, \
-                 lease_owner = NULL, lease_expires_at = NULL, updated_at = ? \
-             WHERE status = 1 AND lease_expires_at < ? AND retry_count >= max_retry",
-        )
-        .bind(now)
-        .bind(LEASE_EXPIRED)
-        .bind(now)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        // Retried (pending again, the attempt counted), then failed (no retries left).
+        let mut ended = [0; 2];
+        for (count, (assignments, retries)) in ended.iter_mut().zip([
+            (
+                "status = 0, retry_count = retry_count + 1, next_run_at = ?",
+                "<",
+            ),
+            ("status = 3, finished_at = ?", ">="),
+        ]) {
+            *count = sqlx::query(&format!(
+                "UPDATE async_task SET {assignments}, last_error = ?, \
+                     lease_owner = NULL, lease_expires_at = NULL, updated_at = ? \
+                 WHERE status = 1 AND lease_expires_at < ? AND retry_count {retries} max_retry"
+            ))
+            .bind(now)
+            .bind(LEASE_EXPIRED)
+            .bind(now)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        }
+        let [retried, failed] = ended;
         tx.commit().await?;
         Ok(RescueReport { retried, failed })
     }

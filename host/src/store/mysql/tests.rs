@@ -4,11 +4,14 @@
 //! servers (`SPOOL_TEST_REQUIRE_SERVERS`, or CI), as the store suite's server variants are.
 
 use super::*;
-use crate::store::StatusCounts;
+use crate::store::backend_tests;
 use crate::store::reads::TaskReads;
 use crate::store::services::HostServices;
-use crate::task::{Status, Transition};
+use crate::store::{ClaimRequest, Completion, StatusCounts};
+use crate::task::Status;
+use crate::task::{NewTask, TaskId};
 use chrono::Duration as Span;
+use chrono::{DateTime, Utc};
 use sqlx::{Connection, MySqlConnection};
 use std::collections::HashMap;
 
@@ -21,27 +24,8 @@ struct Database {
 
 impl Database {
     async fn fresh() -> Option<Database> {
-        let Some(server) = std::env::var("SPOOL_TEST_MYSQL_URL")
-            .ok()
-            .filter(|url| !url.is_empty())
-        else {
-            let set = |name| std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0");
-            let required = set("SPOOL_TEST_REQUIRE_SERVERS") || std::env::var_os("CI").is_some();
-            assert!(
-                !required,
-                "SPOOL_TEST_MYSQL_URL is not set, and this run needs its server"
-            );
-            return None;
-        };
-        let name = format!("spool_unit_{:016x}", rand::random::<u64>());
-        let mut admin = MySqlConnection::connect(&server)
-            .await
-            .expect("the test server answers");
-        admin
-            .execute(format!("CREATE DATABASE {name}").as_str())
-            .await
-            .unwrap();
-        admin.close().await.unwrap();
+        let server = backend_tests::server("SPOOL_TEST_MYSQL_URL")?;
+        let name = backend_tests::create_database::<MySqlConnection>(&server).await;
         Some(Database {
             url: with_database(&server, &name),
             name,
@@ -59,11 +43,8 @@ impl Database {
     }
 
     async fn drop(self) {
-        let mut admin = MySqlConnection::connect(&self.server).await.unwrap();
-        admin
-            .execute(format!("DROP DATABASE {}", self.name).as_str())
-            .await
-            .unwrap();
+        let statement = format!("DROP DATABASE {}", self.name);
+        backend_tests::execute::<MySqlConnection>(&self.server, &statement).await;
     }
 }
 
@@ -103,25 +84,6 @@ fn claim(types: &[&str], limit: usize) -> ClaimRequest {
         task_types: types.iter().map(|t| t.to_string()).collect(),
         now: Utc::now(),
         lease: Duration::from_secs(30),
-    }
-}
-
-fn done(task: &Task, result: String, log: String) -> Completion {
-    Completion {
-        id: task.id,
-        owner: "me".into(),
-        attempt: task.attempts,
-        transition: Transition {
-            status: Status::Done,
-            retry_count: 0,
-            next_run_at: None,
-            result: Some(result),
-            error: None,
-        },
-        outcome: crate::store::history::Outcome::Done,
-        plugin_version: Some("v1".into()),
-        log: Some(log),
-        finished_at: Utc::now(),
     }
 }
 
@@ -270,10 +232,11 @@ async fn batches_larger_than_a_statement_are_split_and_keep_their_order() {
     let completions: Vec<Completion> = claimed
         .iter()
         .map(|t| {
-            done(
+            backend_tests::done(
                 t,
-                format!("{}-{}", t.id, "r".repeat(2000)),
-                "l\n".repeat(500),
+                &format!("{}-{}", t.id, "r".repeat(2000)),
+                None,
+                &"l\n".repeat(500),
             )
         })
         .collect();
@@ -294,7 +257,12 @@ async fn batches_larger_than_a_statement_are_split_and_keep_their_order() {
     let result = "✓".repeat(400_000);
     assert_eq!(
         store
-            .complete(&[done(&big, result.clone(), "x".repeat(70_000))])
+            .complete(&[backend_tests::done(
+                &big,
+                &result,
+                None,
+                &"x".repeat(70_000)
+            )])
             .await
             .unwrap(),
         1

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use super::PgStore;
 use super::rows::{millis, status_code};
 use crate::store::StoreError;
-use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts, check_batch};
+use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts};
 use crate::task::Status;
 
 /// The columns an archived row copies, in both tables' names.
@@ -25,11 +25,7 @@ fn codes(statuses: &[Status]) -> Vec<i16> {
 
 #[async_trait]
 impl Archive for PgStore {
-    async fn archive_batch(&self, batch: &ArchiveBatch) -> Result<ArchiveCounts, StoreError> {
-        check_batch(batch)?;
-        if batch.limit == 0 || batch.statuses.is_empty() {
-            return Ok(ArchiveCounts::default());
-        }
+    async fn move_batch(&self, batch: &ArchiveBatch) -> Result<ArchiveCounts, StoreError> {
         let moved: Vec<(i16, i64)> = sqlx::query_as(&format!(
             "WITH picked AS ( \
                  SELECT id FROM async_task \
@@ -55,14 +51,7 @@ impl Archive for PgStore {
         ))
     }
 
-    async fn purge_archive_batch(
-        &self,
-        archived_before: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<u64, StoreError> {
-        if limit == 0 {
-            return Ok(0);
-        }
+    async fn purge_batch(&self, before: DateTime<Utc>, limit: usize) -> Result<u64, StoreError> {
         let mut tx = self.pool.begin().await?;
         let purged: Vec<i64> = sqlx::query_scalar(
             "WITH picked AS ( \
@@ -71,7 +60,7 @@ impl Archive for PgStore {
              DELETE FROM async_task_archive AS a USING picked WHERE a.id = picked.id \
              RETURNING a.id",
         )
-        .bind(millis(archived_before))
+        .bind(millis(before))
         .bind(limit as i64)
         .fetch_all(&mut *tx)
         .await?;

@@ -16,7 +16,7 @@
 use chrono::Utc;
 
 use super::PgStore;
-use super::rows::{TaskRow, millis, storable, task_columns};
+use super::rows::{TaskRow, column, millis, storable, task_columns};
 use crate::store::{ClaimRequest, StoreError};
 use crate::task::Task;
 
@@ -60,9 +60,6 @@ struct Unreadable {
 
 impl PgStore {
     pub(super) async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError> {
-        if request.limit == 0 || request.task_types.is_empty() {
-            return Ok(Vec::new());
-        }
         let now = millis(request.now);
         let lease_until = millis(request.now + crate::task::chrono_duration(request.lease));
         let limit = i64::try_from(request.limit).unwrap_or(i64::MAX);
@@ -115,14 +112,9 @@ impl PgStore {
         }
         sqlx::query(FAIL_UNREADABLE)
             .bind(owner)
-            .bind(unreadable.iter().map(|u| u.id).collect::<Vec<_>>())
-            .bind(unreadable.iter().map(|u| u.attempt).collect::<Vec<_>>())
-            .bind(
-                unreadable
-                    .iter()
-                    .map(|u| u.reason.as_str())
-                    .collect::<Vec<_>>(),
-            )
+            .bind(column(unreadable, |u| u.id))
+            .bind(column(unreadable, |u| u.attempt))
+            .bind(column(unreadable, |u| u.reason.as_str()))
             .bind(millis(Utc::now()))
             .execute(&self.pool)
             .await?;

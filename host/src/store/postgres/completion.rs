@@ -11,33 +11,25 @@
 //! before it or finds the row no longer its own.
 
 use super::PgStore;
-use super::rows::{millis, status_code, storable};
+use super::rows::{column, millis, status_code, storable};
 use crate::store::history::KEPT_ATTEMPTS;
+use crate::store::queue::{completion_assignments, completion_fence};
 use crate::store::{Completion, StoreError};
 
 /// Parameters: one array per field, `c(...)` below; `$14` is
 /// [`crate::store::history::KEPT_ATTEMPTS`].
-const COMPLETE: &str = "WITH done AS ( \
-     UPDATE async_task SET \
-         status = c.status, \
-         retry_count = c.retry_count, \
-         next_run_at = COALESCE(c.next_run_at, async_task.next_run_at), \
-         result = c.result, \
-         last_error = CASE WHEN c.status = 2 THEN NULL ELSE COALESCE(c.error, async_task.last_error) END, \
-         plugin_version = COALESCE(c.plugin_version, async_task.plugin_version), \
-         log = c.log, \
-         finished_at = c.finished_at, \
-         snoozes = CASE WHEN c.status = 0 AND c.error IS NULL THEN async_task.snoozes + 1 ELSE 0 END, \
-         lease_owner = NULL, lease_expires_at = NULL, \
-         updated_at = c.now \
-     FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::smallint[], $5::bigint[], $6::bigint[], \
+const COMPLETE: &str = concat!(
+    "WITH done AS ( \
+     UPDATE async_task SET ",
+    completion_assignments!(),
+    " FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::smallint[], $5::bigint[], $6::bigint[], \
                  $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], \
                  $13::smallint[]) \
           AS c(id, owner, attempt, status, retry_count, next_run_at, result, error, plugin_version, \
                log, finished_at, now, outcome) \
-     WHERE async_task.id = c.id AND async_task.status = 1 \
-       AND async_task.lease_owner = c.owner AND async_task.attempts = c.attempt \
-     RETURNING async_task.id, async_task.attempts AS attempt, c.owner AS host, c.plugin_version, \
+     WHERE ",
+    completion_fence!(),
+    " RETURNING async_task.id, async_task.attempts AS attempt, c.owner AS host, c.plugin_version, \
                async_task.attempted_at AS started_at, c.now AS finished_at, c.outcome, c.error, c.log), \
  recorded AS (INSERT INTO async_task_attempt \
          (task_id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log) \
@@ -45,13 +37,11 @@ const COMPLETE: &str = "WITH done AS ( \
      ON CONFLICT DO NOTHING), \
  trimmed AS (DELETE FROM async_task_attempt AS a USING done \
      WHERE done.attempt > $14 + 1 AND a.task_id = done.id AND a.attempt BETWEEN 2 AND done.attempt - $14) \
- SELECT COUNT(*) FROM done";
+ SELECT COUNT(*) FROM done"
+);
 
 impl PgStore {
     pub(super) async fn complete(&self, completions: &[Completion]) -> Result<u64, StoreError> {
-        if completions.is_empty() {
-            return Ok(0);
-        }
         // Rows are locked in id order, as a concurrent batch touching the same rows would.
         let mut batch: Vec<&Completion> = completions.iter().collect();
         batch.sort_by_key(|c| c.id);
@@ -59,59 +49,24 @@ impl PgStore {
             batch.iter().map(|c| f(c).map(storable)).collect::<Vec<_>>()
         };
         let (changed,): (i64,) = sqlx::query_as(COMPLETE)
-            .bind(batch.iter().map(|c| c.id).collect::<Vec<_>>())
-            .bind(batch.iter().map(|c| c.owner.as_str()).collect::<Vec<_>>())
-            .bind(
-                batch
-                    .iter()
-                    .map(|c| i64::from(c.attempt))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                batch
-                    .iter()
-                    .map(|c| status_code(c.transition.status))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                batch
-                    .iter()
-                    .map(|c| i64::from(c.transition.retry_count))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                batch
-                    .iter()
-                    .map(|c| c.transition.next_run_at.map(millis))
-                    .collect::<Vec<_>>(),
-            )
+            .bind(column(&batch, |c| c.id))
+            .bind(column(&batch, |c| c.owner.as_str()))
+            .bind(column(&batch, |c| i64::from(c.attempt)))
+            .bind(column(&batch, |c| status_code(c.transition.status)))
+            .bind(column(&batch, |c| i64::from(c.transition.retry_count)))
+            .bind(column(&batch, |c| c.transition.next_run_at.map(millis)))
             .bind(text(|c| c.transition.result.as_deref()))
             .bind(text(|c| c.transition.error.as_deref()))
             .bind(text(|c| c.plugin_version.as_deref()))
             .bind(text(|c| c.log.as_deref()))
-            .bind(
-                batch
-                    .iter()
-                    .map(|c| {
-                        c.transition
-                            .status
-                            .is_final()
-                            .then(|| millis(c.finished_at))
-                    })
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                batch
-                    .iter()
-                    .map(|c| millis(c.finished_at))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                batch
-                    .iter()
-                    .map(|c| c.outcome.code() as i16)
-                    .collect::<Vec<_>>(),
-            )
+            .bind(column(&batch, |c| {
+                c.transition
+                    .status
+                    .is_final()
+                    .then(|| millis(c.finished_at))
+            }))
+            .bind(column(&batch, |c| millis(c.finished_at)))
+            .bind(column(&batch, |c| c.outcome.code() as i16))
             .bind(i64::from(KEPT_ATTEMPTS))
             .fetch_one(&self.pool)
             .await?;

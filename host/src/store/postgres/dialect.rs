@@ -38,24 +38,6 @@ impl Dialect for PgDialect {
         format!("COALESCE(SUM({}), 0)::BIGINT", lengths.join(" + "))
     }
 
-    fn insert_or_keep(&self, insert: &str, _key: &str) -> String {
-        format!("{insert} ON CONFLICT DO NOTHING")
-    }
-
-    fn insert_or_replace(&self, table: &str, columns: &[&str], key: &[&str], rows: &str) -> String {
-        let updates: Vec<String> = columns
-            .iter()
-            .filter(|c| !key.contains(c))
-            .map(|c| format!("{c} = EXCLUDED.{c}"))
-            .collect();
-        format!(
-            "INSERT INTO {table} ({}) VALUES {rows} ON CONFLICT ({}) DO UPDATE SET {}",
-            columns.join(", "),
-            key.join(", "),
-            updates.join(", ")
-        )
-    }
-
     fn max_binds(&self) -> usize {
         u16::MAX as usize
     }
@@ -83,30 +65,16 @@ fn bind<'q>(
     query
 }
 
-/// An integer column of any width.
-fn integer<I: Column>(row: &PgRow, column: I) -> Result<Option<i64>, StoreError> {
-    let kind = row.try_column(column)?.type_info();
-    Ok(if <i16 as Type<Postgres>>::compatible(kind) {
-        row.try_get::<Option<i16>, _>(column)?.map(i64::from)
-    } else if <i32 as Type<Postgres>>::compatible(kind) {
-        row.try_get::<Option<i32>, _>(column)?.map(i64::from)
-    } else {
-        row.try_get(column)?
-    })
-}
-
 impl Cells for PgRow {
-    fn int<I: Column>(&self, column: I) -> Result<i64, StoreError> {
-        integer(self, column)?
-            .ok_or_else(|| StoreError::Database(format!("column {column:?} is NULL")))
-    }
-
     fn opt_int<I: Column>(&self, column: I) -> Result<Option<i64>, StoreError> {
-        integer(self, column)
-    }
-
-    fn text<I: Column>(&self, column: I) -> Result<String, StoreError> {
-        Ok(self.try_get(column)?)
+        let kind = self.try_column(column)?.type_info();
+        Ok(if <i16 as Type<Postgres>>::compatible(kind) {
+            self.try_get::<Option<i16>, _>(column)?.map(i64::from)
+        } else if <i32 as Type<Postgres>>::compatible(kind) {
+            self.try_get::<Option<i32>, _>(column)?.map(i64::from)
+        } else {
+            self.try_get(column)?
+        })
     }
 
     fn opt_text<I: Column>(&self, column: I) -> Result<Option<String>, StoreError> {

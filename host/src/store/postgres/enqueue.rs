@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use chrono::Utc;
 
 use super::PgStore;
-use super::rows::{TaskRow, millis, task_columns};
+use super::rows::{TaskRow, column, millis, task_columns};
 use crate::store::StoreError;
 use crate::task::{Enqueued, NewTask, Task};
 
@@ -90,27 +90,12 @@ async fn enqueue_chunk(
     now: i64,
 ) -> Result<Vec<Enqueued>, StoreError> {
     let inserted: Vec<InsertedRow> = sqlx::query_as(INSERT)
-        .bind(
-            chunk
-                .iter()
-                .map(|t| t.task_type.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(chunk.iter().map(|t| t.payload.as_str()).collect::<Vec<_>>())
-        .bind(chunk.iter().map(|t| t.priority).collect::<Vec<_>>())
-        .bind(
-            chunk
-                .iter()
-                .map(|t| i64::from(t.max_retry))
-                .collect::<Vec<_>>(),
-        )
-        .bind(chunk.iter().map(|t| millis(t.run_at)).collect::<Vec<_>>())
-        .bind(
-            chunk
-                .iter()
-                .map(|t| t.idempotency_key.as_deref())
-                .collect::<Vec<_>>(),
-        )
+        .bind(column(chunk, |t| t.task_type.as_str()))
+        .bind(column(chunk, |t| t.payload.as_str()))
+        .bind(column(chunk, |t| t.priority))
+        .bind(column(chunk, |t| i64::from(t.max_retry)))
+        .bind(column(chunk, |t| millis(t.run_at)))
+        .bind(column(chunk, |t| t.idempotency_key.as_deref()))
         .bind(now)
         .fetch_all(&mut *conn)
         .await?;
@@ -143,8 +128,8 @@ async fn enqueue_chunk(
         .collect::<Result<_, _>>()?;
     if !missing.is_empty() {
         let rows: Vec<TaskRow> = sqlx::query_as(DUPLICATES)
-            .bind(missing.iter().map(|(t, _)| *t).collect::<Vec<_>>())
-            .bind(missing.iter().map(|(_, k)| *k).collect::<Vec<_>>())
+            .bind(column(&missing, |(t, _)| *t))
+            .bind(column(&missing, |(_, k)| *k))
             .fetch_all(&mut *conn)
             .await?;
         let mut stored: HashMap<(String, String), Task> = HashMap::with_capacity(rows.len());

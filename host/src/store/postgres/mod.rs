@@ -48,7 +48,6 @@ mod wake;
 mod tests;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Connection, PgConnection};
 use std::str::FromStr;
@@ -57,12 +56,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use super::queue::Queue;
-use super::{
-    AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, SharedStore, Store,
-    StoreError,
-};
-use crate::task::{Enqueued, NewTask, Task, TaskId};
+use super::{SharedStore, Store, StoreError};
 
 /// Connections per host. The hot path needs few (one claim, one completion batch and the
 /// lease keeper at a time); the rest serve the API and handlers' host calls.
@@ -130,49 +124,7 @@ impl PgStore {
     }
 }
 
-#[async_trait]
-impl Queue for PgStore {
-    async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
-        PgStore::enqueue(self, tasks).await
-    }
-
-    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError> {
-        PgStore::claim(self, request).await
-    }
-
-    async fn complete(&self, completions: &[Completion]) -> Result<u64, StoreError> {
-        PgStore::complete(self, completions).await
-    }
-
-    async fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<(), StoreError> {
-        PgStore::record_progress(self, updates).await
-    }
-
-    async fn extend_leases(
-        &self,
-        owner: &str,
-        attempts: &[AttemptId],
-        until: DateTime<Utc>,
-    ) -> Result<Vec<AttemptId>, StoreError> {
-        PgStore::extend_leases(self, owner, attempts, until).await
-    }
-
-    async fn release(&self, owner: &str, attempts: &[AttemptId]) -> Result<u64, StoreError> {
-        PgStore::release(self, owner, attempts).await
-    }
-
-    async fn rescue_expired(&self, now: DateTime<Utc>) -> Result<RescueReport, StoreError> {
-        PgStore::rescue_expired(self, now).await
-    }
-
-    async fn retry(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
-        PgStore::retry(self, id, now).await
-    }
-
-    async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
-        PgStore::cancel(self, id, now).await
-    }
-
+super::queue::queue_by_delegation!(PgStore {
     fn watch_enqueues(&self, wake: Arc<Notify>) -> bool {
         let listener = tokio::spawn(wake::listen(
             self.options.clone(),
@@ -185,15 +137,10 @@ impl Queue for PgStore {
             .push(listener);
         true
     }
-}
+});
 
 #[async_trait]
 impl Store for PgStore {
-    async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
-    }
-
     async fn close(&self) {
         self.stop.send_replace(true);
         let listeners = std::mem::take(

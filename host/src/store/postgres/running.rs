@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 
 use super::PgStore;
-use super::rows::{millis, status_code, storable};
+use super::rows::{column, millis, status_code, storable};
 use crate::store::history::{KEPT_ATTEMPTS, Outcome};
 use crate::store::{AttemptId, ProgressUpdate, RescueReport, StoreError};
 use crate::task::Status;
@@ -19,27 +19,14 @@ impl PgStore {
         &self,
         updates: &[ProgressUpdate],
     ) -> Result<(), StoreError> {
-        if updates.is_empty() {
-            return Ok(());
-        }
         sqlx::query(
             "UPDATE async_task SET progress = p.percent, progress_note = p.note, updated_at = $4 \
              FROM UNNEST($1::bigint[], $2::smallint[], $3::text[]) AS p(id, percent, note) \
              WHERE async_task.id = p.id AND async_task.status = 1",
         )
-        .bind(updates.iter().map(|u| u.id).collect::<Vec<_>>())
-        .bind(
-            updates
-                .iter()
-                .map(|u| i16::from(u.percent))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            updates
-                .iter()
-                .map(|u| storable(&u.note))
-                .collect::<Vec<_>>(),
-        )
+        .bind(column(updates, |u| u.id))
+        .bind(column(updates, |u| i16::from(u.percent)))
+        .bind(column(updates, |u| storable(&u.note)))
         .bind(millis(Utc::now()))
         .execute(&self.pool)
         .await?;
@@ -52,9 +39,6 @@ impl PgStore {
         attempts: &[AttemptId],
         until: DateTime<Utc>,
     ) -> Result<Vec<AttemptId>, StoreError> {
-        if attempts.is_empty() {
-            return Ok(Vec::new());
-        }
         let rows: Vec<(i64, i64)> = sqlx::query_as(
             "UPDATE async_task SET lease_expires_at = $2 \
              FROM UNNEST($3::bigint[], $4::bigint[]) AS a(id, attempt) \
@@ -64,24 +48,11 @@ impl PgStore {
         )
         .bind(owner)
         .bind(millis(until))
-        .bind(attempts.iter().map(|a| a.task).collect::<Vec<_>>())
-        .bind(
-            attempts
-                .iter()
-                .map(|a| i64::from(a.attempt))
-                .collect::<Vec<_>>(),
-        )
+        .bind(column(attempts, |a| a.task))
+        .bind(column(attempts, |a| i64::from(a.attempt)))
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|(task, attempt)| {
-                Some(AttemptId {
-                    task,
-                    attempt: u32::try_from(attempt).ok()?,
-                })
-            })
-            .collect())
+        Ok(AttemptId::from_rows(rows))
     }
 
     pub(super) async fn release(
@@ -89,9 +60,6 @@ impl PgStore {
         owner: &str,
         attempts: &[AttemptId],
     ) -> Result<u64, StoreError> {
-        if attempts.is_empty() {
-            return Ok(0);
-        }
         let (released,): (i64,) = sqlx::query_as(
             "WITH released AS ( \
                  UPDATE async_task SET status = 0, lease_owner = NULL, lease_expires_at = NULL, \
@@ -110,13 +78,8 @@ impl PgStore {
              SELECT COUNT(*) FROM released",
         )
         .bind(owner)
-        .bind(attempts.iter().map(|a| a.task).collect::<Vec<_>>())
-        .bind(
-            attempts
-                .iter()
-                .map(|a| i64::from(a.attempt))
-                .collect::<Vec<_>>(),
-        )
+        .bind(column(attempts, |a| a.task))
+        .bind(column(attempts, |a| i64::from(a.attempt)))
         .bind(millis(Utc::now()))
         .bind(Outcome::Released.code() as i16)
         .bind(i64::from(KEPT_ATTEMPTS))

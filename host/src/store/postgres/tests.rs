@@ -8,42 +8,45 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use sqlx::{Connection, Executor, PgConnection};
+use sqlx::{Connection, PgConnection};
 use tokio::sync::Notify;
 
 use super::PgStore;
+use crate::store::backend_tests;
 use crate::store::queue::Queue;
 use crate::store::reads::TaskReads;
-use crate::store::{ClaimRequest, Completion, ProgressUpdate, Store};
-use crate::task::{Status, Transition};
+use crate::store::{ClaimRequest, ProgressUpdate, Store};
 
 /// A URL of a new, empty database on the test server, or None when there is no server.
 async fn fresh_database() -> Option<String> {
-    let Ok(base) = std::env::var("SPOOL_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var_os("SPOOL_TEST_REQUIRE_SERVERS").is_none(),
-            "SPOOL_TEST_REQUIRE_SERVERS is set but SPOOL_TEST_POSTGRES_URL is not"
-        );
-        return None;
-    };
-    let name = format!("spool_unit_{:016x}", rand::random::<u64>());
-    let mut admin = PgConnection::connect(&base)
-        .await
-        .expect("the test server answers");
-    admin
-        .execute(format!("CREATE DATABASE {name}").as_str())
-        .await
-        .unwrap();
-    admin.close().await.unwrap();
+    let base = backend_tests::server("SPOOL_TEST_POSTGRES_URL")?;
+    let name = backend_tests::create_database::<PgConnection>(&base).await;
     let (server, _) = base.rsplit_once('/').expect("a URL with a database");
     Some(format!("{server}/{name}"))
 }
 
 /// Application SQL on the database at `url`.
 async fn sql(url: &str, statement: &str) {
-    let mut conn = PgConnection::connect(url).await.unwrap();
-    conn.execute(statement).await.unwrap();
-    conn.close().await.unwrap();
+    backend_tests::execute::<PgConnection>(url, statement).await;
+}
+
+/// Inserts tasks from application SQL until `wake` is notified (the listener subscribes in
+/// the background); whether it was.
+async fn insert_until_woken(url: &str, wake: &Notify) -> bool {
+    for _ in 0..50 {
+        sql(
+            url,
+            "INSERT INTO async_task (task_type, payload) VALUES ('a', '{}')",
+        )
+        .await;
+        if tokio::time::timeout(Duration::from_millis(200), wake.notified())
+            .await
+            .is_ok()
+        {
+            return true;
+        }
+    }
+    false
 }
 
 fn claim(limit: usize) -> ClaimRequest {
@@ -91,23 +94,10 @@ async fn inserts_and_requeues_wake_the_listener_which_survives_a_lost_connection
     let store = PgStore::connect(&url).await.unwrap();
     let wake = Arc::new(Notify::new());
     assert!(store.watch_enqueues(wake.clone()));
-    // The listener subscribes in the background; application inserts notify it from then on.
-    let mut subscribed = false;
-    for _ in 0..50 {
-        sql(
-            &url,
-            "INSERT INTO async_task (task_type, payload) VALUES ('a', '{}')",
-        )
-        .await;
-        if tokio::time::timeout(Duration::from_millis(200), wake.notified())
-            .await
-            .is_ok()
-        {
-            subscribed = true;
-            break;
-        }
-    }
-    assert!(subscribed, "an application's insert wakes the host");
+    assert!(
+        insert_until_woken(&url, &wake).await,
+        "an application's insert wakes the host"
+    );
 
     // A requeue by an API retry wakes it too.
     let task = store.claim(&claim(1)).await.unwrap().remove(0);
@@ -131,22 +121,10 @@ async fn inserts_and_requeues_wake_the_listener_which_survives_a_lost_connection
     .unwrap();
     assert_eq!(terminated, [(true,)], "one listener connection");
     assert!(woken(&wake).await, "woken after reconnecting");
-    let mut again = false;
-    for _ in 0..50 {
-        sql(
-            &url,
-            "INSERT INTO async_task (task_type, payload) VALUES ('a', '{}')",
-        )
-        .await;
-        if tokio::time::timeout(Duration::from_millis(200), wake.notified())
-            .await
-            .is_ok()
-        {
-            again = true;
-            break;
-        }
-    }
-    assert!(again, "notified again after reconnecting");
+    assert!(
+        insert_until_woken(&url, &wake).await,
+        "notified again after reconnecting"
+    );
     admin.close().await.unwrap();
     tokio::time::timeout(Duration::from_secs(10), store.close())
         .await
@@ -178,22 +156,7 @@ async fn handler_output_with_nul_characters_does_not_block_completions() {
         }])
         .await
         .unwrap();
-    let done = Completion {
-        id: task.id,
-        owner: "me".into(),
-        attempt: task.attempts,
-        transition: Transition {
-            status: Status::Done,
-            retry_count: 0,
-            next_run_at: None,
-            result: Some("r\0".into()),
-            error: Some("e\0".into()),
-        },
-        outcome: crate::store::history::Outcome::Done,
-        plugin_version: None,
-        log: Some("printed \0 binary".into()),
-        finished_at: Utc::now(),
-    };
+    let done = backend_tests::done(&task, "r\0", Some("e\0"), "printed \0 binary");
     assert_eq!(store.complete(&[done]).await.unwrap(), 1);
     let stored = store.get(task.id).await.unwrap().unwrap();
     assert_eq!(stored.result.as_deref(), Some("r\u{FFFD}"));

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::SqliteStore;
 use crate::store::StoreError;
-use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts, check_batch};
+use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts};
 use crate::store::encoding::{millis, status_code};
 use crate::task::Status;
 
@@ -24,11 +24,7 @@ fn codes_json(statuses: &[Status]) -> String {
 
 #[async_trait]
 impl Archive for SqliteStore {
-    async fn archive_batch(&self, batch: &ArchiveBatch) -> Result<ArchiveCounts, StoreError> {
-        check_batch(batch)?;
-        if batch.limit == 0 || batch.statuses.is_empty() {
-            return Ok(ArchiveCounts::default());
-        }
+    async fn move_batch(&self, batch: &ArchiveBatch) -> Result<ArchiveCounts, StoreError> {
         let mut tx = self.writer.begin().await?;
         let moved: Vec<(i64, i64)> = sqlx::query_as(&format!(
             "INSERT INTO async_task_archive ({COLUMNS}, archived_at) \
@@ -56,14 +52,7 @@ impl Archive for SqliteStore {
         ))
     }
 
-    async fn purge_archive_batch(
-        &self,
-        archived_before: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<u64, StoreError> {
-        if limit == 0 {
-            return Ok(0);
-        }
+    async fn purge_batch(&self, before: DateTime<Utc>, limit: usize) -> Result<u64, StoreError> {
         let mut tx = self.writer.begin().await?;
         let purged: Vec<(i64,)> = sqlx::query_as(
             "DELETE FROM async_task_archive WHERE id IN ( \
@@ -71,7 +60,7 @@ impl Archive for SqliteStore {
                  WHERE archived_at < ?1 LIMIT ?2) \
              RETURNING id",
         )
-        .bind(millis(archived_before))
+        .bind(millis(before))
         .bind(limit as i64)
         .fetch_all(&mut *tx)
         .await?;

@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::SqliteStore;
-use super::rows::task_row;
+use super::rows::task_rows;
 use super::writer::Claimed;
 use crate::store::encoding::millis;
 use crate::store::{ClaimRequest, StoreError};
@@ -29,9 +29,6 @@ pub(super) const FAIL_UNREADABLE: &str = "UPDATE async_task SET status = 3, fini
 
 impl SqliteStore {
     pub(super) async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError> {
-        if request.limit == 0 || request.task_types.is_empty() {
-            return Ok(Vec::new());
-        }
         let rows = self.hot.claim(&self.writer, request.clone()).await?;
         let (mut tasks, unreadable) =
             crate::store::split_unreadable(rows.into_iter().map(Task::try_from))?;
@@ -71,15 +68,11 @@ pub(super) fn write(
     let now = millis(request.now);
     let lease_until = millis(request.now + crate::task::chrono_duration(request.lease));
     let mut statement = connection.prepare_cached(CLAIM)?;
-    let rows = statement.query_map(
-        params![
-            request.owner,
-            lease_until,
-            now,
-            json!(request.task_types).to_string(),
-            request.limit as i64
-        ],
-        task_row,
-    )?;
-    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    task_rows(statement.query(params![
+        request.owner,
+        lease_until,
+        now,
+        json!(request.task_types).to_string(),
+        request.limit as i64
+    ])?)
 }

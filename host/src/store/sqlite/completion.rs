@@ -8,6 +8,7 @@ use super::SqliteStore;
 use super::history::{COLUMNS as HISTORY_COLUMNS, TRIM as HISTORY_TRIM};
 use crate::store::encoding::{millis, status_code};
 use crate::store::history::trim_up_to;
+use crate::store::queue::{completion_assignments, completion_fence};
 use crate::store::{Completion, StoreError};
 use rusqlite::{Connection, params};
 use std::sync::LazyLock;
@@ -15,28 +16,20 @@ use std::sync::LazyLock;
 /// A completion batch, one JSON array, applied to the rows still running under the
 /// completion's owner and claim (a late completion of a rescued or cancelled task is fenced
 /// off). Each element is decoded once (`jsonb`), not once per field.
-const COMPLETE: &str = "WITH batch AS MATERIALIZED (SELECT jsonb(value) AS v FROM json_each(?1)) \
-     UPDATE async_task NOT INDEXED SET \
-         status = c.status, \
-         retry_count = c.retry_count, \
-         next_run_at = COALESCE(c.next_run_at, async_task.next_run_at), \
-         result = c.result, \
-         last_error = CASE WHEN c.status = 2 THEN NULL ELSE COALESCE(c.error, async_task.last_error) END, \
-         plugin_version = COALESCE(c.plugin_version, async_task.plugin_version), \
-         log = c.log, \
-         finished_at = c.finished_at, \
-         snoozes = CASE WHEN c.status = 0 AND c.error IS NULL THEN async_task.snoozes + 1 ELSE 0 END, \
-         lease_owner = NULL, lease_expires_at = NULL, \
-         updated_at = c.now \
-     FROM (SELECT v ->> '$.id' AS id, v ->> '$.owner' AS owner, \
+const COMPLETE: &str = concat!(
+    "WITH batch AS MATERIALIZED (SELECT jsonb(value) AS v FROM json_each(?1)) \
+     UPDATE async_task NOT INDEXED SET ",
+    completion_assignments!(),
+    " FROM (SELECT v ->> '$.id' AS id, v ->> '$.owner' AS owner, \
                   v ->> '$.attempt' AS attempt, v ->> '$.status' AS status, \
                   v ->> '$.retry_count' AS retry_count, \
                   v ->> '$.next_run_at' AS next_run_at, v ->> '$.result' AS result, \
                   v ->> '$.error' AS error, v ->> '$.plugin_version' AS plugin_version, v ->> '$.log' AS log, \
                   v ->> '$.finished_at' AS finished_at, v ->> '$.now' AS now \
            FROM batch) AS c \
-     WHERE async_task.id = c.id AND async_task.status = 1 \
-       AND async_task.lease_owner = c.owner AND async_task.attempts = c.attempt";
+     WHERE ",
+    completion_fence!()
+);
 
 /// The attempt records of a completion batch, for the attempts that will apply. Runs before
 /// [`COMPLETE`], while the rows still show the claims being ended. Spelled once, not per batch.
@@ -58,9 +51,6 @@ static RECORD_COMPLETIONS: LazyLock<String> = LazyLock::new(|| {
 
 impl SqliteStore {
     pub(super) async fn complete(&self, completions: &[Completion]) -> Result<u64, StoreError> {
-        if completions.is_empty() {
-            return Ok(0);
-        }
         self.hot.complete(&self.writer, completions.to_vec()).await
     }
 }

@@ -39,23 +39,6 @@ impl Dialect for SqliteDialect {
         format!("COALESCE(SUM({}), 0)", lengths.join(" + "))
     }
 
-    fn insert_or_keep(&self, insert: &str, _key: &str) -> String {
-        format!("{insert} ON CONFLICT DO NOTHING")
-    }
-
-    fn insert_or_replace(
-        &self,
-        table: &str,
-        columns: &[&str],
-        _key: &[&str],
-        rows: &str,
-    ) -> String {
-        format!(
-            "INSERT OR REPLACE INTO {table} ({}) VALUES {rows}",
-            columns.join(", ")
-        )
-    }
-
     fn max_binds(&self) -> usize {
         // The historical default of SQLITE_MAX_VARIABLE_NUMBER; newer builds allow more.
         999
@@ -84,15 +67,7 @@ fn bind<'q>(
 }
 
 impl Cells for SqliteRow {
-    fn int<I: Column>(&self, column: I) -> Result<i64, StoreError> {
-        Ok(self.try_get(column)?)
-    }
-
     fn opt_int<I: Column>(&self, column: I) -> Result<Option<i64>, StoreError> {
-        Ok(self.try_get(column)?)
-    }
-
-    fn text<I: Column>(&self, column: I) -> Result<String, StoreError> {
         Ok(self.try_get(column)?)
     }
 

@@ -5,9 +5,10 @@
 use chrono::Utc;
 
 use super::SqliteStore;
-use super::rows::task_row;
+use super::rows::task_rows;
 use crate::store::StoreError;
 use crate::store::encoding::millis;
+use crate::store::rows::TaskRow;
 use crate::store::rows::into_tasks;
 use crate::task::{Enqueued, NewTask, Task};
 use rusqlite::{Connection, ToSql, params, params_from_iter};
@@ -31,9 +32,6 @@ fn insert_sql(rows: usize) -> String {
 
 impl SqliteStore {
     pub(super) async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
-        if tasks.is_empty() {
-            return Ok(Vec::new());
-        }
         self.hot.enqueue(&self.writer, tasks).await
     }
 }
@@ -83,10 +81,11 @@ pub(super) fn write(
                 &now,
             ]);
         }
-        let rows = connection
-            .prepare_cached(&insert_sql(chunk.len()))?
-            .query_map(params_from_iter(values), task_row)?
-            .collect::<Result<Vec<_>, _>>()?;
+        let rows = task_rows(
+            connection
+                .prepare_cached(&insert_sql(chunk.len()))?
+                .query(params_from_iter(values))?,
+        )?;
         for (new, inserted) in chunk.iter().zip(match_inserted(chunk, into_tasks(rows)?)) {
             let enqueued = match inserted {
                 Some(task) => Enqueued {
@@ -96,7 +95,9 @@ pub(super) fn write(
                 None => {
                     let row = connection
                         .prepare_cached(BY_KEY)?
-                        .query_row(params![new.task_type, new.idempotency_key], task_row)?;
+                        .query_row(params![new.task_type, new.idempotency_key], |row| {
+                            Ok(TaskRow::read(row))
+                        })??;
                     Enqueued {
                         task: Task::try_from(row)?,
                         duplicate: true,

@@ -33,16 +33,13 @@ mod tasks;
 mod writer;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::queue::Queue;
-use super::{AttemptId, ClaimRequest, Completion, ProgressUpdate, RescueReport, Store, StoreError};
-use crate::task::{Enqueued, NewTask, Task, TaskId};
+use super::{Store, StoreError};
 
 /// How long a statement waits for another process's write lock before failing.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -121,57 +118,10 @@ async fn migrate(writer: &SqlitePool, database: &std::path::Path) -> Result<(), 
     Ok(applied?)
 }
 
-#[async_trait]
-impl Queue for SqliteStore {
-    async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
-        SqliteStore::enqueue(self, tasks).await
-    }
-
-    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError> {
-        SqliteStore::claim(self, request).await
-    }
-
-    async fn complete(&self, completions: &[Completion]) -> Result<u64, StoreError> {
-        SqliteStore::complete(self, completions).await
-    }
-
-    async fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<(), StoreError> {
-        SqliteStore::record_progress(self, updates).await
-    }
-
-    async fn extend_leases(
-        &self,
-        owner: &str,
-        attempts: &[AttemptId],
-        until: DateTime<Utc>,
-    ) -> Result<Vec<AttemptId>, StoreError> {
-        SqliteStore::extend_leases(self, owner, attempts, until).await
-    }
-
-    async fn release(&self, owner: &str, attempts: &[AttemptId]) -> Result<u64, StoreError> {
-        SqliteStore::release(self, owner, attempts).await
-    }
-
-    async fn rescue_expired(&self, now: DateTime<Utc>) -> Result<RescueReport, StoreError> {
-        SqliteStore::rescue_expired(self, now).await
-    }
-
-    async fn retry(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
-        SqliteStore::retry(self, id, now).await
-    }
-
-    async fn cancel(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError> {
-        SqliteStore::cancel(self, id, now).await
-    }
-}
+super::queue::queue_by_delegation!(SqliteStore);
 
 #[async_trait]
 impl Store for SqliteStore {
-    async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.reader).await?;
-        Ok(())
-    }
-
     async fn close(&self) {
         self.reader.close().await;
         self.writer.close().await;

@@ -1,34 +1,28 @@
-//! Task rows as the writer thread reads them (through rusqlite, not sqlx) into the neutral
-//! [`TaskRow`] that [`crate::store::rows`] decodes.
+//! Task rows as the writer thread reads them (through rusqlite, not sqlx): rusqlite's rows
+//! answer [`Cells`], so they decode into the neutral [`TaskRow`] by the one reader every
+//! backend uses.
 
 use rusqlite::Row;
 
+use crate::store::StoreError;
 use crate::store::rows::TaskRow;
+use crate::store::sql::{Cells, Column};
 
-/// A returned `async_task` row, read by column name.
-pub(super) fn task_row(row: &Row<'_>) -> rusqlite::Result<TaskRow> {
-    Ok(TaskRow {
-        id: row.get("id")?,
-        task_type: row.get("task_type")?,
-        payload: row.get("payload")?,
-        status: row.get("status")?,
-        priority: row.get("priority")?,
-        retry_count: row.get("retry_count")?,
-        max_retry: row.get("max_retry")?,
-        attempts: row.get("attempts")?,
-        next_run_at: row.get("next_run_at")?,
-        idempotency_key: row.get("idempotency_key")?,
-        lease_owner: row.get("lease_owner")?,
-        lease_expires_at: row.get("lease_expires_at")?,
-        attempted_at: row.get("attempted_at")?,
-        finished_at: row.get("finished_at")?,
-        last_error: row.get("last_error")?,
-        result: row.get("result")?,
-        progress: row.get("progress")?,
-        progress_note: row.get("progress_note")?,
-        plugin_version: row.get("plugin_version")?,
-        log: row.get("log")?,
-        created_at: row.get("created_at")?,
-        updated_at: row.get("updated_at")?,
-    })
+impl Cells for Row<'_> {
+    fn opt_int<I: Column>(&self, column: I) -> Result<Option<i64>, StoreError> {
+        Ok(self.get(column)?)
+    }
+
+    fn opt_text<I: Column>(&self, column: I) -> Result<Option<String>, StoreError> {
+        Ok(self.get(column)?)
+    }
+}
+
+/// Every `async_task` row a statement returns.
+pub(super) fn task_rows(mut rows: rusqlite::Rows<'_>) -> Result<Vec<TaskRow>, StoreError> {
+    let mut read = Vec::new();
+    while let Some(row) = rows.next()? {
+        read.push(TaskRow::read(row)?);
+    }
+    Ok(read)
 }

@@ -17,20 +17,13 @@ impl SqliteStore {
         &self,
         updates: &[ProgressUpdate],
     ) -> Result<(), StoreError> {
-        if updates.is_empty() {
-            return Ok(());
-        }
-        let batch: Vec<serde_json::Value> = updates
-            .iter()
-            .map(|u| json!({"id": u.id, "percent": u.percent, "note": u.note}))
-            .collect();
         sqlx::query(
             "UPDATE async_task NOT INDEXED SET progress = p.percent, progress_note = p.note, updated_at = ?2 \
              FROM (SELECT value ->> '$.id' AS id, value ->> '$.percent' AS percent, \
                           value ->> '$.note' AS note FROM json_each(?1)) AS p \
              WHERE async_task.id = p.id AND async_task.status = 1",
         )
-        .bind(serde_json::Value::Array(batch).to_string())
+        .bind(json!(updates).to_string())
         .bind(millis(Utc::now()))
         .execute(&self.writer)
         .await?;
@@ -43,9 +36,6 @@ impl SqliteStore {
         attempts: &[AttemptId],
         until: DateTime<Utc>,
     ) -> Result<Vec<AttemptId>, StoreError> {
-        if attempts.is_empty() {
-            return Ok(Vec::new());
-        }
         let rows: Vec<(i64, i64)> = sqlx::query_as(
             "UPDATE async_task NOT INDEXED SET lease_expires_at = ?2 \
              FROM (SELECT value ->> '$.task' AS id, value ->> '$.attempt' AS attempt FROM json_each(?3)) AS a \
@@ -58,13 +48,7 @@ impl SqliteStore {
         .bind(json!(attempts).to_string())
         .fetch_all(&self.writer)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(task, attempt)| AttemptId {
-                task,
-                attempt: attempt as u32,
-            })
-            .collect())
+        Ok(AttemptId::from_rows(rows))
     }
 
     pub(super) async fn release(
@@ -72,9 +56,6 @@ impl SqliteStore {
         owner: &str,
         attempts: &[AttemptId],
     ) -> Result<u64, StoreError> {
-        if attempts.is_empty() {
-            return Ok(0);
-        }
         let now = Utc::now();
         let mut tx = self.writer.begin().await?;
         history::record_releases(&mut tx, owner, attempts, now).await?;
