@@ -3,7 +3,10 @@
 //! host serves.
 //!
 //! Every database inserts the same columns (see [`columns`]) and answers a known idempotency
-//! key with the existing task's id, leaving that row alone:
+//! key with the existing task's id, leaving that row alone. The keys table (`async_task_key`)
+//! holds a key for as long as its task exists, archived tasks included: PostgreSQL and MySQL
+//! look the key up there first; SQLite when the table refuses the insert (see its `insert`).
+//! Then:
 //!
 //! - SQLite and PostgreSQL: `INSERT … ON CONFLICT DO NOTHING RETURNING id`. No row back means
 //!   the key exists; a `SELECT` then reads its id. (`ON CONFLICT DO NOTHING` skips only unique
@@ -140,6 +143,27 @@ macro_rules! existing_task {
     }};
 }
 
+/// Returns the answer for a key a task already holds, live or archived, from the keys table
+/// `async_task_key` (binds: task type, key), which keeps a key until its task is purged: the
+/// live table's unique index forgets it when the task is archived, and the insert would fail.
+macro_rules! return_if_key_is_held {
+    ($conn:expr, $lookup:expr, $row:expr) => {
+        if let Some(key) = $row.idempotency_key {
+            let held: Option<i64> = sqlx::query_scalar($lookup)
+                .bind($row.task_type)
+                .bind(key)
+                .fetch_optional(&mut *$conn)
+                .await?;
+            if let Some(id) = held {
+                return Ok(Enqueued {
+                    id,
+                    duplicate: true,
+                });
+            }
+        }
+    };
+}
+
 #[cfg(feature = "sqlite")]
 impl sealed::Sealed for sqlx::Sqlite {}
 
@@ -154,9 +178,24 @@ impl Database for sqlx::Sqlite {
             "{} ON CONFLICT DO NOTHING RETURNING id",
             insert_statement(&columns, |_, _| "?".into())
         );
-        let id: Option<i64> = bind_columns!(sqlx::query_scalar(&sql), &columns)
+        // Insert first, and look the key up only when the keys table refused it: a read before
+        // the insert would make this transaction a reader that cannot become the writer while
+        // another one writes (SQLite answers BUSY at once instead of waiting its turn). A
+        // refused statement is undone alone; the transaction goes on.
+        let inserted = bind_columns!(sqlx::query_scalar(&sql), &columns)
             .fetch_optional(&mut *conn)
-            .await?;
+            .await;
+        let id: Option<i64> = match inserted {
+            Err(error) if error.to_string().contains("async_task_key") => {
+                return_if_key_is_held!(
+                    conn,
+                    "SELECT task_id FROM async_task_key WHERE task_type = ? AND idempotency_key = ?",
+                    row
+                );
+                return Err(error.into());
+            }
+            other => other?,
+        };
         match id {
             Some(id) => Ok(Enqueued {
                 id,
@@ -180,6 +219,11 @@ impl Database for sqlx::Postgres {
         conn: &'a mut sqlx::PgConnection,
         row: &'a Row<'a>,
     ) -> Result<Enqueued, Error> {
+        return_if_key_is_held!(
+            conn,
+            "SELECT CAST(task_id AS BIGINT) FROM async_task_key WHERE task_type = $1 AND idempotency_key = $2",
+            row
+        );
         let columns = columns(row);
         // sqlx sends a Rust string as `text`, which PostgreSQL does not assign to a `jsonb`
         // or `json` column by itself; cast through `json` (which keeps the text as given
@@ -218,6 +262,11 @@ impl Database for sqlx::MySql {
         conn: &'a mut sqlx::MySqlConnection,
         row: &'a Row<'a>,
     ) -> Result<Enqueued, Error> {
+        return_if_key_is_held!(
+            conn,
+            "SELECT CAST(task_id AS SIGNED) FROM async_task_key WHERE task_type = ? AND idempotency_key = ?",
+            row
+        );
         let columns = columns(row);
         let sql = format!(
             "{} ON DUPLICATE KEY UPDATE id = id",

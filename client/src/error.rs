@@ -1,6 +1,6 @@
 //! Why a task was not enqueued.
 
-use crate::rules::{MAX_IDEMPOTENCY_KEY, MAX_TASK_TYPE};
+use crate::rules::{MAX_IDEMPOTENCY_KEY, MAX_TASK_TYPE, RESERVED_KEY_PREFIX};
 
 /// Why [`enqueue`](crate::enqueue) did not enqueue a task. Every message says what to do.
 ///
@@ -48,6 +48,14 @@ pub enum Error {
          `approval-1042`), or hash a longer one"
     )]
     BadIdempotencyKey { len: usize },
+
+    /// The idempotency key starts with the prefix the host keeps for its own tasks (schedule
+    /// ticks, follow-ups): taking one first would make the host's task a silent duplicate.
+    #[error(
+        "the idempotency key `{0}` starts with `{RESERVED_KEY_PREFIX}`, which Spool keeps for the \
+         tasks it enqueues itself (schedule ticks): choose a key without that prefix"
+    )]
+    ReservedIdempotencyKey(String),
 
     /// The run time cannot be written as Unix milliseconds.
     #[error(

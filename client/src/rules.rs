@@ -5,7 +5,8 @@
 
 pub use spool_rules::limits::DEFAULT_MAX_PAYLOAD;
 pub use spool_rules::names::{
-    MAX_IDEMPOTENCY_KEY, MAX_TASK_TYPE, is_valid_idempotency_key, is_valid_task_type,
+    MAX_IDEMPOTENCY_KEY, MAX_TASK_TYPE, RESERVED_KEY_PREFIX, is_reserved_key,
+    is_valid_idempotency_key, is_valid_task_type,
 };
 
 /// Whether `text` is one JSON value (the host parses payloads the same way: `serde_json`).

@@ -160,6 +160,11 @@ impl Task {
                 len: key.chars().count(),
             });
         }
+        if let Some(key) = &self.idempotency_key
+            && rules::is_reserved_key(key)
+        {
+            return Err(Error::ReservedIdempotencyKey(key.clone()));
+        }
         let run_at = match self.when {
             When::Now => Some(now),
             When::After(delay) => now.checked_add(delay),
@@ -290,6 +295,16 @@ mod tests {
             err(Task::new("a", &1).idempotency_key("k".repeat(256))),
             Error::BadIdempotencyKey { len: 256 }
         ));
+        assert!(matches!(
+            err(Task::new("a", &1).idempotency_key("spool:schedule:nightly:x")),
+            Error::ReservedIdempotencyKey(key) if key == "spool:schedule:nightly:x"
+        ));
+        assert!(
+            Task::new("a", &1)
+                .idempotency_key("spool-1")
+                .row(now)
+                .is_ok()
+        );
         assert!(
             Task::new("a", &1).max_retry(u32::MAX).row(now).is_ok(),
             "every u32 fits the column"

@@ -245,21 +245,45 @@ pub async fn archived_tasks_are_found_by_id_only_and_not_retried(fixture: &Fixtu
     ));
     assert!(fixture.store.get_archived(failed).await.unwrap().is_some());
     assert!(live_ids(fixture).await.is_empty());
-    // The idempotency key is free again once its task left the live table.
+    // The idempotency key holds while its task is archived: the same key, alone or among new
+    // tasks, is answered with the archived task, and nothing new runs.
     let again = fixture
         .store
-        .enqueue(vec![NewTask {
-            task_type: "d1".into(),
-            payload: "{}".into(),
-            priority: 0,
-            max_retry: 0,
-            run_at: now,
-            idempotency_key: Some("key-d1".into()),
-        }])
+        .enqueue(vec![
+            keyed("d1", "fresh-1"),
+            keyed("d1", "key-d1"),
+            keyed("f1", "key-f1"),
+            keyed("d1", "fresh-2"),
+        ])
         .await
         .unwrap();
-    assert!(!again[0].duplicate);
-    assert!(again[0].task.id > failed, "ids are never reused");
+    let answered: Vec<(TaskId, bool)> = again.iter().map(|e| (e.task.id, e.duplicate)).collect();
+    assert_eq!(answered[1], (done, true), "the archived done task");
+    assert_eq!(answered[2], (failed, true), "the archived dead letter");
+    assert_eq!(again[1].task.status, Status::Done);
+    assert!(!answered[0].1 && !answered[3].1, "new keys insert");
+    assert!(
+        answered[0].0 > failed && answered[3].0 > answered[0].0,
+        "in order, ids never reused"
+    );
+    assert_eq!(live_ids(fixture).await, [answered[0].0, answered[3].0]);
+    assert_eq!(
+        fixture.store.task_with_key("d1", "key-d1").await.unwrap(),
+        Some(done),
+        "the key names its archived task"
+    );
+}
+
+/// A new task of type `kind` with idempotency key `key`.
+fn keyed(kind: &str, key: &str) -> NewTask {
+    NewTask {
+        task_type: kind.into(),
+        payload: "{}".into(),
+        priority: 0,
+        max_retry: 0,
+        run_at: Utc::now(),
+        idempotency_key: Some(key.into()),
+    }
 }
 
 pub async fn a_pass_moves_and_purges_batch_by_batch_and_a_dry_run_counts(fixture: &Fixture) {
@@ -373,4 +397,12 @@ pub async fn the_purge_forgets_archived_tasks_with_their_effects(fixture: &Fixtu
     assert!(!fixture.store.effect_done("mail", "to:ana").await.unwrap());
     assert!(fixture.store.effect_done("mail2", "to:bo").await.unwrap());
     assert_eq!(fixture.store.count_purgeable(cutoff).await.unwrap(), 0);
+    // The purged task's key is free again; the archived one's still holds.
+    let again = fixture
+        .store
+        .enqueue(vec![keyed("mail", "key-mail"), keyed("mail2", "key-mail2")])
+        .await
+        .unwrap();
+    assert!(!again[0].duplicate && again[0].task.id > newer);
+    assert_eq!((again[1].task.id, again[1].duplicate), (newer, true));
 }

@@ -10,8 +10,10 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::Fixture;
-use spool::store::{Backend, ClaimRequest, StoreError};
-use spool::task::{NewTask, Status, TaskId};
+use spool::store::archive::ArchiveBatch;
+use spool::store::history::Outcome;
+use spool::store::{Backend, ClaimRequest, Completion, StoreError};
+use spool::task::{NewTask, Status, TaskId, Transition};
 
 /// Runs `statement` on the database at `url` in a connection of its own (autocommitted).
 async fn sql_at(backend: Backend, url: &str, statement: &str) -> Result<(), sqlx::Error> {
@@ -55,6 +57,7 @@ async fn integer_at(backend: Backend, url: &str, query: &str) -> i64 {
 
 on_every_backend!(database:
     a_plain_sql_insert_is_a_due_task_and_a_payload_that_is_not_json_is_refused,
+    a_plain_sql_insert_cannot_take_the_key_of_an_archived_task,
     an_unreadable_claimed_row_is_failed_and_the_others_are_claimed,
     hosts_opening_the_store_together_migrate_once,
     errors_that_waiting_can_fix_come_back_as_unavailable,
@@ -118,6 +121,77 @@ pub async fn a_plain_sql_insert_is_a_due_task_and_a_payload_that_is_not_json_is_
     for time in [task.created_at, task.next_run_at] {
         assert!(before <= time && time <= after, "{time} is now, in UTC");
     }
+}
+
+pub async fn a_plain_sql_insert_cannot_take_the_key_of_an_archived_task(fixture: &Fixture) {
+    let store = &fixture.store;
+    let keyed = NewTask {
+        idempotency_key: Some("invoice-7".into()),
+        ..task("bill")
+    };
+    let id = store.enqueue(vec![keyed]).await.unwrap()[0].task.id;
+    let claimed = store.claim(&claim("bill")).await.unwrap().remove(0);
+    let done = Completion {
+        id,
+        owner: "me".into(),
+        attempt: claimed.attempts,
+        transition: Transition {
+            status: Status::Done,
+            retry_count: 0,
+            next_run_at: None,
+            result: None,
+            error: None,
+        },
+        outcome: Outcome::Done,
+        plugin_version: None,
+        log: None,
+        finished_at: Utc::now() - Span::days(2),
+    };
+    assert_eq!(store.complete(&[done]).await.unwrap(), 1);
+    let moved = store
+        .archive_batch(&ArchiveBatch {
+            statuses: vec![Status::Done],
+            finished_before: Utc::now() - Span::days(1),
+            limit: 10,
+            now: Utc::now(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(moved.total(), 1);
+    assert!(store.get(id).await.unwrap().is_none(), "archived");
+
+    let insert = |key: &str| {
+        format!(
+            "INSERT INTO async_task (task_type, payload, idempotency_key) VALUES ('bill', '{{}}', '{key}')"
+        )
+    };
+    let refused = sql_at(fixture.backend, &fixture.url, &insert("invoice-7")).await;
+    assert!(
+        refused.is_err(),
+        "the archived task still holds its key against application SQL"
+    );
+    assert_eq!(
+        integer_at(
+            fixture.backend,
+            &fixture.url,
+            "SELECT COUNT(*) FROM async_task"
+        )
+        .await,
+        0,
+        "nothing was inserted"
+    );
+    sql_at(fixture.backend, &fixture.url, &insert("invoice-8"))
+        .await
+        .expect("a new key inserts");
+    let new = store.task_with_key("bill", "invoice-8").await.unwrap();
+    assert!(
+        new.is_some_and(|new| new > id),
+        "and is recorded with its task"
+    );
+    assert_eq!(
+        store.task_with_key("bill", "invoice-7").await.unwrap(),
+        Some(id)
+    );
 }
 
 pub async fn an_unreadable_claimed_row_is_failed_and_the_others_are_claimed(fixture: &Fixture) {

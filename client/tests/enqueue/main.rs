@@ -186,6 +186,27 @@ macro_rules! suite {
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn the_key_of_an_archived_task_still_answers_with_that_task() {
+                let Some(app) = app().await else { return };
+                let mut conn = app.pool.acquire().await.unwrap();
+                let created = enqueue(&mut *conn, &report(7).idempotency_key("invoice-7")).await.unwrap();
+                let claimed = app.claim(&["report"]).await.remove(0);
+                app.store.cancel(claimed.id, Utc::now() - chrono::Duration::days(2)).await.unwrap();
+                let moved = app.store.archive_batch(&spool::store::archive::ArchiveBatch {
+                    statuses: vec![Status::Cancelled],
+                    finished_before: Utc::now() - chrono::Duration::days(1),
+                    limit: 10,
+                    now: Utc::now(),
+                }).await.unwrap();
+                assert_eq!((moved.total(), app.tasks().await), (1, 0), "archived");
+                let again = enqueue(&mut *conn, &report(7).idempotency_key("invoice-7")).await.unwrap();
+                assert_eq!(again, spool_client::Enqueued { id: created.id, duplicate: true });
+                assert_eq!(app.tasks().await, 0, "nothing runs twice");
+                let refused = enqueue(&mut *conn, &report(7).idempotency_key("spool:schedule:x")).await;
+                assert!(matches!(refused, Err(spool_client::Error::ReservedIdempotencyKey(_))));
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_concurrent_transaction_with_the_same_key_waits_and_gets_the_first_task() {
                 let Some(app) = app().await else { return };
                 let mut first = app.pool.begin().await.unwrap();

@@ -91,6 +91,10 @@ impl ArchiveCounts {
 }
 
 /// Checks that a batch only names final states (a running or pending task is never archived).
+/// The tables whose rows (by `task_id`) a purged task takes with it: its effects, its attempt
+/// history, and its idempotency key, which holds until this purge.
+pub const PURGED_WITH_TASK: [&str; 3] = ["effect_ledger", "async_task_attempt", "async_task_key"];
+
 fn check_batch(batch: &ArchiveBatch) -> Result<(), StoreError> {
     if let Some(status) = batch.statuses.iter().find(|s| !s.is_final()) {
         return Err(StoreError::Database(format!(
@@ -116,7 +120,8 @@ pub trait Archive {
     }
 
     /// Deletes up to `limit` archived tasks archived before `archived_before`, with their
-    /// effect-ledger rows and attempt history, in one transaction; returns how many tasks.
+    /// effect-ledger rows, attempt history and idempotency keys ([`PURGED_WITH_TASK`]), in one
+    /// transaction; returns how many tasks.
     async fn purge_archive_batch(
         &self,
         archived_before: DateTime<Utc>,

@@ -88,12 +88,31 @@ impl StoreError {
     }
 }
 
+/// Whether a driver's message is the key table refusing a key (`async_task_key`): a task
+/// enqueued with the key of a task archived after the enqueue looked keys up
+/// ([`keyed::enqueue_around_archived_keys`]). Retrying finds the archived task.
+pub(crate) fn key_archived_meanwhile(message: &str) -> bool {
+    message.contains("async_task_key")
+}
+
+/// The error for [`key_archived_meanwhile`]: unavailable, so the caller retries.
+pub(crate) fn key_archived_error(message: &str) -> StoreError {
+    StoreError::Unavailable(format!(
+        "a task of this batch has the idempotency key of a task archived while it was \
+         enqueued; retry the enqueue and it is answered with the archived task ({message})"
+    ))
+}
+
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
+        let message = error.to_string();
+        if key_archived_meanwhile(&message) {
+            return key_archived_error(&message);
+        }
         if error_is_transient(&error) {
-            StoreError::Unavailable(error.to_string())
+            StoreError::Unavailable(message)
         } else {
-            StoreError::Database(error.to_string())
+            StoreError::Database(message)
         }
     }
 }

@@ -190,7 +190,8 @@ pub(crate) use completion_fence;
 
 /// `impl Queue for $store`, by delegation to the backend's inherent methods of the same names
 /// (one per file: `enqueue.rs`, `claim.rs`, `completion.rs`, `running.rs`, `tasks.rs`). The
-/// answers to empty batches are given here, once, so a backend's methods always have work;
+/// answers to empty batches are given here, once, so a backend's methods always have work, and
+/// so are those to keys an archived task holds ([`super::keyed::enqueue_around_archived_keys`]);
 /// `{ … }` after the type adds the trait's provided methods a backend overrides.
 macro_rules! queue_by_delegation {
     ($store:ident $({ $($overrides:tt)* })?) => {
@@ -206,7 +207,10 @@ macro_rules! queue_by_delegation {
                 if tasks.is_empty() {
                     return Ok(Vec::new());
                 }
-                $store::enqueue(self, tasks).await
+                $crate::store::keyed::enqueue_around_archived_keys(self, tasks, |tasks| {
+                    $store::enqueue(self, tasks)
+                })
+                .await
             }
 
             async fn claim(

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use super::MySqlStore;
 use super::rows::{millis, status_code};
 use crate::store::StoreError;
-use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts};
+use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts, PURGED_WITH_TASK};
 use crate::task::Status;
 
 /// The columns an archived row copies, in both tables' names.
@@ -98,18 +98,12 @@ impl Archive for MySqlStore {
         .persistent(false)
         .execute(&mut *tx)
         .await?;
-        sqlx::query(&format!(
-            "DELETE FROM effect_ledger WHERE task_id IN {list}"
-        ))
-        .persistent(false)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(&format!(
-            "DELETE FROM async_task_attempt WHERE task_id IN {list}"
-        ))
-        .persistent(false)
-        .execute(&mut *tx)
-        .await?;
+        for table in PURGED_WITH_TASK {
+            sqlx::query(&format!("DELETE FROM {table} WHERE task_id IN {list}"))
+                .persistent(false)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(ids.len() as u64)
     }

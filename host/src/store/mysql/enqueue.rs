@@ -5,7 +5,7 @@
 //! a duplicate. Each chunk of the batch goes through these steps in the batch's transaction:
 //!
 //! 1. Look up the chunk's keys (one statement, the keys as a JSON list joined to the unique
-//!    index). Found rows are the duplicates.
+//!    index, and to the keys table for archived tasks). Found rows are the duplicates.
 //! 2. Insert the other rows with a plain multi-row INSERT (no `IGNORE`, which would also turn
 //!    data errors into warnings; no `ON DUPLICATE KEY UPDATE`, which would hide which rows were
 //!    new). If another host committed one of the keys since step 1, or holds it uncommitted and
@@ -184,14 +184,22 @@ async fn look_up_keys(
         .iter()
         .map(|(task_type, key)| serde_json::json!({"t": task_type, "k": key}))
         .collect();
-    let found: Vec<MySqlRow> = sqlx::query(&format!(
-        "SELECT {TASK_COLUMNS} \
-         FROM JSON_TABLE(?, '$[*]' COLUMNS ( \
+    // Live tasks through the unique index; archived ones through the keys table, which keeps
+    // a key until its task is purged (both tables name their columns alike).
+    let keys = "JSON_TABLE(?, '$[*]' COLUMNS ( \
                  k_type VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.t', \
-                 k_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.k')) AS k \
-         STRAIGHT_JOIN async_task AS t ON t.task_type = k.k_type AND t.idempotency_key = k.k_key"
+                 k_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.k')) AS k";
+    let list = serde_json::Value::Array(list).to_string();
+    let found: Vec<MySqlRow> = sqlx::query(&format!(
+        "SELECT {TASK_COLUMNS} FROM {keys} \
+         STRAIGHT_JOIN async_task AS t ON t.task_type = k.k_type AND t.idempotency_key = k.k_key \
+         UNION ALL \
+         SELECT {TASK_COLUMNS} FROM {keys} \
+         STRAIGHT_JOIN async_task_key AS r ON r.task_type = k.k_type AND r.idempotency_key = k.k_key \
+         STRAIGHT_JOIN async_task_archive AS t ON t.id = r.task_id"
     ))
-    .bind(serde_json::Value::Array(list).to_string())
+    .bind(&list)
+    .bind(&list)
     .fetch_all(&mut *tx)
     .await?;
     for task in rows::tasks(&found)? {

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use super::PgStore;
 use super::rows::{millis, status_code};
 use crate::store::StoreError;
-use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts};
+use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts, PURGED_WITH_TASK};
 use crate::task::Status;
 
 /// The columns an archived row copies, in both tables' names.
@@ -65,14 +65,12 @@ impl Archive for PgStore {
         .fetch_all(&mut *tx)
         .await?;
         if !purged.is_empty() {
-            sqlx::query("DELETE FROM effect_ledger WHERE task_id = ANY($1)")
-                .bind(&purged)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query("DELETE FROM async_task_attempt WHERE task_id = ANY($1)")
-                .bind(&purged)
-                .execute(&mut *tx)
-                .await?;
+            for table in PURGED_WITH_TASK {
+                sqlx::query(&format!("DELETE FROM {table} WHERE task_id = ANY($1)"))
+                    .bind(&purged)
+                    .execute(&mut *tx)
+                    .await?;
+            }
         }
         tx.commit().await?;
         Ok(purged.len() as u64)

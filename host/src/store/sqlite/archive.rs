@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::SqliteStore;
 use crate::store::StoreError;
-use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts};
+use crate::store::archive::{Archive, ArchiveBatch, ArchiveCounts, PURGED_WITH_TASK};
 use crate::store::encoding::{millis, status_code};
 use crate::task::Status;
 
@@ -66,18 +66,14 @@ impl Archive for SqliteStore {
         .await?;
         if !purged.is_empty() {
             let ids = json!(purged.iter().map(|(id,)| *id).collect::<Vec<_>>()).to_string();
-            sqlx::query(
-                "DELETE FROM effect_ledger WHERE task_id IN (SELECT value FROM json_each(?1))",
-            )
-            .bind(&ids)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "DELETE FROM async_task_attempt WHERE task_id IN (SELECT value FROM json_each(?1))",
-            )
-            .bind(&ids)
-            .execute(&mut *tx)
-            .await?;
+            for table in PURGED_WITH_TASK {
+                sqlx::query(&format!(
+                    "DELETE FROM {table} WHERE task_id IN (SELECT value FROM json_each(?1))"
+                ))
+                .bind(&ids)
+                .execute(&mut *tx)
+                .await?;
+            }
         }
         tx.commit().await?;
         Ok(purged.len() as u64)

@@ -282,6 +282,10 @@ impl Command {
 impl From<rusqlite::Error> for StoreError {
     fn from(error: rusqlite::Error) -> Self {
         use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked};
+        let message = error.to_string();
+        if crate::store::key_archived_meanwhile(&message) {
+            return crate::store::key_archived_error(&message);
+        }
         match error.sqlite_error_code() {
             Some(DatabaseBusy | DatabaseLocked) => StoreError::Unavailable(error.to_string()),
             _ => StoreError::Database(error.to_string()),
