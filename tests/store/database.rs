@@ -59,6 +59,7 @@ on_every_backend!(database:
     a_plain_sql_insert_is_a_due_task_and_a_payload_that_is_not_json_is_refused,
     a_plain_sql_insert_cannot_take_the_key_of_an_archived_task,
     an_unreadable_claimed_row_is_failed_and_the_others_are_claimed,
+    readable_tasks_are_claimed_even_when_an_unreadable_one_cannot_be_failed,
     hosts_opening_the_store_together_migrate_once,
     errors_that_waiting_can_fix_come_back_as_unavailable,
 );
@@ -192,6 +193,61 @@ pub async fn a_plain_sql_insert_cannot_take_the_key_of_an_archived_task(fixture:
         store.task_with_key("bill", "invoice-7").await.unwrap(),
         Some(id)
     );
+}
+
+/// Makes the database refuse to fail any task, as a broken disk or a lock would.
+async fn refuse_failing_tasks(backend: Backend, url: &str) {
+    let statements: &[&str] = match backend {
+        Backend::Sqlite => &["CREATE TRIGGER refuse_failed BEFORE UPDATE ON async_task \
+             WHEN NEW.status = 3 BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"],
+        Backend::Postgres => &[
+            "CREATE FUNCTION refuse_failed() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$",
+            "CREATE TRIGGER refuse_failed BEFORE UPDATE ON async_task FOR EACH ROW \
+             WHEN (NEW.status = 3) EXECUTE FUNCTION refuse_failed()",
+        ],
+        Backend::MySql => &[
+            "CREATE TRIGGER refuse_failed BEFORE UPDATE ON async_task FOR EACH ROW \
+             BEGIN IF NEW.status = 3 THEN \
+             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; END IF; END",
+        ],
+    };
+    for statement in statements {
+        sql_at(backend, url, statement).await.unwrap();
+    }
+}
+
+pub async fn readable_tasks_are_claimed_even_when_an_unreadable_one_cannot_be_failed(
+    fixture: &Fixture,
+) {
+    let store = &fixture.store;
+    let ids: Vec<TaskId> = store
+        .enqueue((0..3).map(|_| task("a")).collect())
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.task.id)
+        .collect();
+    let statement = format!(
+        "UPDATE async_task SET created_at = 9000000000000000000 WHERE id = {}",
+        ids[1]
+    );
+    sql_at(fixture.backend, &fixture.url, &statement)
+        .await
+        .unwrap();
+    refuse_failing_tasks(fixture.backend, &fixture.url).await;
+    let claimed = store.claim(&claim("a")).await.expect("the claim succeeds");
+    assert_eq!(
+        claimed.iter().map(|t| t.id).collect::<Vec<_>>(),
+        [ids[0], ids[2]],
+        "the readable tasks come back to the host that leased them"
+    );
+    for id in [ids[0], ids[2]] {
+        assert_eq!(
+            store.get(id).await.unwrap().unwrap().status,
+            Status::Running
+        );
+    }
 }
 
 pub async fn an_unreadable_claimed_row_is_failed_and_the_others_are_claimed(fixture: &Fixture) {

@@ -130,7 +130,18 @@ impl MySqlStore {
                 (_, Ok(task)) => claimed.push(task.claimed(&request.owner, at, until)),
                 (id, Err(error)) => {
                     tracing::error!(task = id, "{error}; failing it instead of running it");
-                    fail_unreadable(&mut tx, id, &crate::store::unreadable_reason(&error)).await?;
+                    // Under a savepoint: if the row cannot be failed now, it stays pending (a
+                    // later claim tries again) and the readable tasks are claimed all the same.
+                    sqlx::query("SAVEPOINT unreadable")
+                        .execute(&mut *tx)
+                        .await?;
+                    let reason = crate::store::unreadable_reason(&error);
+                    if let Err(failing) = fail_unreadable(&mut tx, id, &reason).await {
+                        tracing::warn!(task = id, "could not fail the unreadable task: {failing}");
+                        sqlx::query("ROLLBACK TO SAVEPOINT unreadable")
+                            .execute(&mut *tx)
+                            .await?;
+                    }
                 }
             }
         }

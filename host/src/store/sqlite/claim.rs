@@ -46,9 +46,16 @@ impl SqliteStore {
                     )
                 })
                 .collect();
-            self.hot
+            // The readable tasks are leased to us whatever happens here: return them. If the
+            // unreadable ones cannot be failed now, their leases expire and a later claim
+            // fails them.
+            if let Err(error) = self
+                .hot
                 .fail_unreadable(&self.writer, failed, millis(request.now))
-                .await?;
+                .await
+            {
+                tracing::warn!("could not fail unreadable claimed tasks: {error}");
+            }
         }
         tasks.sort_by(|a, b| {
             b.priority
