@@ -141,6 +141,18 @@ impl Schedule {
         )
     }
 
+    /// The name under which the hosts sharing a database keep the latest tick of this schedule
+    /// that was enqueued, so a restart or a new leader never enqueues it again, even after its
+    /// task was archived and purged.
+    pub fn last_tick_name(&self) -> String {
+        format!(
+            "schedule-last-tick:{}:{}:{}",
+            self.source.key_word(),
+            self.task_type,
+            self.spec.name
+        )
+    }
+
     /// The name under which the hosts sharing a database agree on when this schedule (with
     /// this timing) was first seen: ticks before it are never enqueued.
     pub fn first_seen_name(&self) -> String {

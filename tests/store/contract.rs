@@ -908,6 +908,29 @@ pub async fn meta_keeps_the_first_value(fixture: &Fixture) {
     other.close().await;
 }
 
+pub async fn meta_set_replaces_and_every_host_reads_it(fixture: &Fixture) {
+    let other = fixture.another_host().await;
+    assert_eq!(fixture.store.meta_get("last-tick").await.unwrap(), None);
+    fixture.store.meta_set("last-tick", "100").await.unwrap();
+    assert_eq!(
+        other.meta_get("last-tick").await.unwrap().as_deref(),
+        Some("100")
+    );
+    other.meta_set("last-tick", "200").await.unwrap();
+    assert_eq!(
+        fixture
+            .store
+            .meta_get("last-tick")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("200"),
+        "the latest writer wins"
+    );
+    assert_eq!(fixture.store.meta_get("other-name").await.unwrap(), None);
+    other.close().await;
+}
+
 pub async fn one_leader_at_a_time_with_takeover_after_expiry(fixture: &Fixture) {
     let lease = Duration::from_secs(30);
     let now = Utc::now();

@@ -128,6 +128,7 @@ on_every_backend!(
     effects_and_kv_are_per_task_type_and_durable,
     kv_usage_effect_retention_and_snoozes_in_a_row,
     meta_keeps_the_first_value,
+    meta_set_replaces_and_every_host_reads_it,
     one_leader_at_a_time_with_takeover_after_expiry,
     stats_backlog_counts_states_and_ages_the_queue_head,
     stats_finished_between_counts_outcomes_and_attempt_times,

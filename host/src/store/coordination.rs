@@ -27,6 +27,12 @@ pub trait Coordination: Send + Sync {
     /// first host to ask decides; every later caller gets the same answer).
     async fn meta_get_or_insert(&self, name: &str, value: &str) -> Result<String, StoreError>;
 
+    /// The value stored under `name`, if any.
+    async fn meta_get(&self, name: &str) -> Result<Option<String>, StoreError>;
+
+    /// Stores `value` under `name`, replacing what was there (the latest writer wins).
+    async fn meta_set(&self, name: &str, value: &str) -> Result<(), StoreError>;
+
     /// Takes or renews the leadership of `role` for `owner` until `now + lease`, if nobody else
     /// holds an unexpired lease on it. Returns the leader after the attempt (`owner` when it
     /// leads).
@@ -64,6 +70,25 @@ impl<S: Portable> Coordination for S {
         let mut read = self.statement("SELECT value FROM spool_meta WHERE name = ?");
         read.bind(Arg::Text(name));
         self.fetch_one(Via::Writer, &read).await?.text(0)
+    }
+
+    async fn meta_get(&self, name: &str) -> Result<Option<String>, StoreError> {
+        let mut read = self.statement("SELECT value FROM spool_meta WHERE name = ?");
+        read.bind(Arg::Text(name));
+        let row = self.fetch_optional(Via::Writer, &read).await?;
+        row.map(|row| row.text(0)).transpose()
+    }
+
+    async fn meta_set(&self, name: &str, value: &str) -> Result<(), StoreError> {
+        let mut write = self.statement(&self.dialect().insert_or_replace(
+            "spool_meta",
+            &["name", "value"],
+            &["name"],
+            "(?, ?)",
+        ));
+        write.bind(Arg::Text(name)).bind(Arg::Text(value));
+        self.execute(&write).await?;
+        Ok(())
     }
 
     async fn lead(

@@ -103,20 +103,31 @@ impl Scheduler {
     pub async fn run_once(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
         let mut tasks = Vec::new();
         let mut ticks = Vec::new();
+        let mut ticked = Vec::new();
         for schedule in all_schedules(&self.configured, &self.registry) {
             let first_seen = self.first_seen(&schedule, now).await?;
             let id = schedule.id();
-            let last = self.board.get(&id).and_then(|k| k.last_tick);
+            let last = match self.board.get(&id).and_then(|k| k.last_tick) {
+                Some(last) => Some(last),
+                None => self.stored_last_tick(&schedule).await?,
+            };
             let after = last.map_or(first_seen, |last| last.max(first_seen));
             if let Some(tick) = due(&schedule.spec.timing, after, now) {
                 tasks.push(self.task_for(&schedule, tick));
                 ticks.push((id, tick));
+                ticked.push(schedule);
             }
         }
         if tasks.is_empty() {
             return Ok(0);
         }
         let enqueued = self.store.enqueue(tasks).await?;
+        for (schedule, (_, tick)) in ticked.iter().zip(&ticks) {
+            let millis = tick.timestamp_millis().to_string();
+            self.store
+                .meta_set(&schedule.last_tick_name(), &millis)
+                .await?;
+        }
         let mut new = 0;
         let mut board = self.board.lock();
         for ((id, tick), enqueued) in ticks.into_iter().zip(enqueued) {
@@ -139,6 +150,22 @@ impl Scheduler {
             self.wake.notify_one();
         }
         Ok(new)
+    }
+
+    /// The latest tick of the schedule any host enqueued, as kept in the database (none before
+    /// its first tick, or when the stored value is unreadable).
+    async fn stored_last_tick(
+        &self,
+        schedule: &Schedule,
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let stored = self.store.meta_get(&schedule.last_tick_name()).await?;
+        Ok(stored.and_then(|text| {
+            let tick = text.parse::<i64>().ok().and_then(DateTime::from_timestamp_millis);
+            if tick.is_none() {
+                tracing::warn!(value = %text, "the stored last tick of a schedule is unreadable; ignoring it");
+            }
+            tick
+        }))
     }
 
     /// When the schedule (with its current timing) was first seen by any host: stored by the
@@ -389,6 +416,47 @@ mod tests {
         );
         assert_eq!(
             edited.run_once(utc("2026-03-01T10:08:31Z")).await.unwrap(),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn a_restart_never_runs_a_tick_again_whose_task_was_archived_and_purged() {
+        use crate::store::archive::ArchiveBatch;
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite(&dir).await;
+        let schedules = configured("[[schedule]]\ntask_type = \"bill\"\nevery = \"1m\"");
+        let before = scheduler(store.clone(), &schedules);
+        before.run_once(utc("2026-03-01T10:00:30Z")).await.unwrap();
+        assert_eq!(
+            before.run_once(utc("2026-03-01T10:01:00Z")).await.unwrap(),
+            1
+        );
+        // The tick's task ends, is archived and purged: its idempotency key is free again.
+        let filter = crate::store::TaskFilter {
+            limit: 10,
+            ..Default::default()
+        };
+        let id = store.list(&filter).await.unwrap()[0].id;
+        let later = Utc::now() + chrono::Duration::days(1);
+        store.cancel(id, Utc::now()).await.unwrap();
+        let batch = ArchiveBatch {
+            statuses: vec![crate::task::Status::Cancelled],
+            finished_before: later,
+            limit: 10,
+            now: Utc::now(),
+        };
+        assert_eq!(store.archive_batch(&batch).await.unwrap().total(), 1);
+        assert_eq!(store.purge_archive_batch(later, 10).await.unwrap(), 1);
+        // A new process (no memory) in the same period enqueues nothing, and the next tick once.
+        let after = scheduler(store.clone(), &schedules);
+        assert_eq!(
+            after.run_once(utc("2026-03-01T10:01:40Z")).await.unwrap(),
+            0,
+            "the last tick is kept in the database"
+        );
+        assert_eq!(
+            after.run_once(utc("2026-03-01T10:02:00Z")).await.unwrap(),
             1
         );
     }
