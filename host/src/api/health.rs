@@ -40,7 +40,8 @@ pub struct Health {
     /// pending until `POST /types/{name}/resume`.
     #[serde(default)]
     pub paused_types: Vec<String>,
-    /// Services of this host that died (dispatcher, completer), with why; the host stops.
+    /// Services of this host that died (dispatcher, completer, SQLite's writer thread), with
+    /// why; the host stops (or, for the writer, every write fails until it is restarted).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub failed_services: std::collections::BTreeMap<String, String>,
     /// Things to look at that do not make the host unhealthy: no alert channel configured, no
@@ -107,6 +108,7 @@ pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Hea
         .all()
         .into_iter()
         .map(|(name, why)| (name.to_string(), why))
+        .chain(state.store.failed_part())
         .collect();
     let status = if failed_services.is_empty() {
         status

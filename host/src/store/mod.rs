@@ -268,6 +268,12 @@ pub trait Store:
 {
     /// Closes connections, flushing what the database buffers.
     async fn close(&self);
+
+    /// A part of the store inside this process that stopped for good (its name and why), such
+    /// as SQLite's writer thread; `GET /health` reports it and answers 503.
+    fn failed_part(&self) -> Option<(String, String)> {
+        None
+    }
 }
 
 /// Which database a URL names, by its scheme.

@@ -8,6 +8,7 @@ use super::SqliteStore;
 use super::rows::task_rows;
 use super::writer::Claimed;
 use crate::store::encoding::millis;
+use crate::store::rows::TaskRow;
 use crate::store::{ClaimRequest, StoreError};
 use crate::task::Task;
 use rusqlite::{Connection, params};
@@ -83,3 +84,32 @@ pub(super) fn write(
         request.limit as i64
     ])?)
 }
+
+/// Puts back claims that were committed after their caller stopped waiting (a claim cut off
+/// at shutdown or by a timeout): the rows go back to pending with the attempt uncounted, as if
+/// never claimed. Only rows still leased by that claim (same owner, same attempt) change. Runs
+/// on the writer thread, in a transaction of its own.
+pub(super) fn undo_undelivered(connection: &Connection, claims: &[TaskRow]) {
+    let attempts: Vec<_> = claims
+        .iter()
+        .map(|row| json!({"task": row.id, "attempt": row.attempts, "owner": row.lease_owner}))
+        .collect();
+    let undone = connection.execute(UNDO_CLAIM, params![json!(attempts).to_string()]);
+    match undone {
+        Ok(rows) => tracing::warn!(
+            tasks = rows,
+            "put back tasks claimed for a caller that stopped waiting (no attempt is counted)"
+        ),
+        Err(error) => tracing::error!(
+            "cannot put back tasks claimed for a caller that stopped waiting ({error}); \
+             the rescuer takes them when their lease expires"
+        ),
+    }
+}
+
+const UNDO_CLAIM: &str = "UPDATE async_task NOT INDEXED SET status = 0, attempts = attempts - 1, \
+         lease_owner = NULL, lease_expires_at = NULL \
+     FROM (SELECT value ->> '$.task' AS id, value ->> '$.attempt' AS attempt, \
+                  value ->> '$.owner' AS owner FROM json_each(?1)) AS a \
+     WHERE async_task.id = a.id AND async_task.attempts = a.attempt \
+       AND async_task.status = 1 AND async_task.lease_owner = a.owner";

@@ -126,4 +126,10 @@ impl Store for SqliteStore {
         self.reader.close().await;
         self.writer.close().await;
     }
+
+    fn failed_part(&self) -> Option<(String, String)> {
+        self.hot
+            .fault()
+            .map(|why| ("sqlite-writer".to_string(), why))
+    }
 }
