@@ -372,6 +372,15 @@ async fn spawn(
         board: schedule_board.clone(),
         shutdown: shutdown.clone(),
     };
+    let database = Arc::new(crate::worker::database_watch::DatabaseState::default());
+    let database_watch = tokio::spawn(
+        crate::worker::database_watch::DatabaseWatch {
+            store: store.clone(),
+            state: database.clone(),
+            shutdown: shutdown.clone(),
+        }
+        .run(),
+    );
     let app = api::router(Arc::new(AppState {
         store: store.clone(),
         registry,
@@ -389,6 +398,8 @@ async fn spawn(
         stats: Arc::default(),
         paused,
         alerts,
+        database: database.clone(),
+        health: api::reuse::Reused::new(api::health::COUNTS_TTL),
     }));
 
     let api_shutdown = shutdown.clone();
@@ -440,6 +451,7 @@ async fn spawn(
         let _ = elector.await;
         let _ = watcher.await;
         let _ = server.await;
+        let _ = database_watch.await;
         store.close().await;
         sandbox_runtime.shutdown_background();
         tracing::info!("stopped; every task is either finished or back in the queue");

@@ -1,6 +1,7 @@
 //! Tokens: with an API token configured, reads need a token too (payloads, results and logs are
-//! data); a read token allows reads only; `/health` and the API description stay open; the
-//! Bearer scheme is accepted in any case; the CLI sends the right token for each command.
+//! data); a read token allows reads only; `/health` and the API description stay open, and
+//! without a token `/health` tells only its status; the Bearer scheme is accepted in any case;
+//! the CLI sends the right token for each command.
 
 use serde_json::{Value, json};
 use std::process::Command;
@@ -83,13 +84,29 @@ fn reads_need_the_read_or_api_token_and_changes_the_api_token() {
     );
     assert_eq!(status, 200, "{body}");
 
-    // The health check and the description stay open.
+    // The health check and the description stay open; without a token the health check says
+    // only whether the host serves, the database's state and the leader.
     let (status, health, _) = send("GET", "/health", None);
     assert_eq!(
         (status, health["status"].as_str()),
         (200, Some("ok")),
         "{health}"
     );
+    let mut fields: Vec<&str> = health
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    fields.sort();
+    assert_eq!(fields, ["database", "leader", "status"], "{health}");
+    let (status, health, _) = send("GET", "/health", Some("Bearer r-token"));
+    assert_eq!(status, 200, "{health}");
+    assert_eq!(
+        health["counts"]["cancelled"], 1,
+        "the read token sees the counts: {health}"
+    );
+    assert!(health["task_types"].is_array(), "{health}");
     let (status, spec, _) = send("GET", "/openapi.json", None);
     assert_eq!(status, 200);
     assert_eq!(

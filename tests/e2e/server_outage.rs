@@ -1,7 +1,8 @@
 //! The database server goes away for 15 s mid-run (a clean fast shutdown that cuts every
 //! connection, then a start), on PostgreSQL and MariaDB, with two hosts on it. The hosts keep
 //! running; `/health` answers 503 naming the database; an enqueue answers 503 with the stable
-//! code `unavailable` and writes nothing; attempts that finish meanwhile are kept and committed
+//! code `unavailable` and writes nothing (both at once, once the host's watch has seen the
+//! outage); attempts that finish meanwhile are kept and committed
 //! after the server is back; dispatch resumes within seconds; nothing is lost or run twice.
 
 use serde_json::json;
@@ -80,6 +81,29 @@ fn survive_an_outage(server: &PrivateServer) {
         );
         assert_eq!(status, 503, "{body:#}");
         assert_eq!(body["error"]["code"], "unavailable", "{body:#}");
+    }
+    // Once the hosts know the server is away, they say so at once instead of waiting on the
+    // pool per request (a probe with a short timeout would take a slow answer for a hung host).
+    for host in &hosts {
+        for _ in 0..3 {
+            let asked = Instant::now();
+            assert_eq!(host.get("/health").0, 503);
+            let health_took = asked.elapsed();
+            let asked = Instant::now();
+            let (status, body) = host.post(
+                "/tasks",
+                &json!({"task_type": "sleepy", "payload": {"ms": 1}}),
+            );
+            let enqueue_took = asked.elapsed();
+            assert_eq!(
+                (status, &body["error"]["code"]),
+                (503, &json!("unavailable"))
+            );
+            assert!(
+                health_took < Duration::from_secs(1) && enqueue_took < Duration::from_secs(1),
+                "health took {health_took:?}, the enqueue {enqueue_took:?}"
+            );
+        }
     }
     // The hosts keep serving while the server is away.
     std::thread::sleep(OUTAGE.saturating_sub(outage.elapsed()));

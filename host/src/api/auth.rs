@@ -37,14 +37,20 @@ pub fn access(method: &Method, path: &str) -> Access {
     }
 }
 
+/// Whether the caller may read (no token is configured, or it sent the read or API token);
+/// set on every request that passes, so an open route such as `GET /health` can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MayRead(pub bool);
+
 /// Rejects a request with 401 unless it carries `Authorization: Bearer <token>` with a token
 /// that allows what it does. Everything passes when no token is configured.
 pub async fn require_token(
     State(state): State<Arc<AppState>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
     let Some(api_token) = &state.config.api_token else {
+        request.extensions_mut().insert(MayRead(true));
         return Ok(next.run(request).await);
     };
     let access = access(request.method(), request.uri().path());
@@ -81,6 +87,9 @@ pub async fn require_token(
             ));
         }
     }
+    request
+        .extensions_mut()
+        .insert(MayRead(is_api_token || is_read_token));
     Ok(next.run(request).await)
 }
 

@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod object;
 pub mod paging;
 pub mod plugins;
+pub mod reuse;
 pub mod schedules;
 pub mod server;
 pub mod spec;
@@ -79,6 +80,10 @@ pub struct AppState {
     pub paused: Arc<crate::worker::run::paused::PausedTypes>,
     /// Alert channels, this host's firing alerts and the drill.
     pub alerts: Arc<crate::alerts::Alerts>,
+    /// Whether the database answers, as this host's watch last found.
+    pub database: Arc<crate::worker::database_watch::DatabaseState>,
+    /// The counts `GET /health` shows, read at most once per [`health::COUNTS_TTL`].
+    pub health: reuse::Reused<health::Readings>,
 }
 
 /// A JSON body whose rejections (malformed JSON, wrong fields, too large) are [`ApiError`]s,

@@ -13,11 +13,12 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
+use super::reuse::Reused;
 use crate::store::reads::Backlog;
 use crate::store::stats::{StatsPoint, Tier};
 use crate::store::{Store, StoreError};
@@ -30,13 +31,19 @@ pub const BACKLOG_TTL: Duration = Duration::from_secs(5);
 pub type SharedBacklog = Arc<BTreeMap<String, Backlog>>;
 
 /// The backlog of the whole database, read at most once per [`BACKLOG_TTL`] on this host.
-#[derive(Default)]
 pub struct BacklogCache {
-    /// When it was read (monotonic and wall clock) and what it said. The async lock makes
-    /// concurrent requests wait for one read instead of each making its own.
-    last: tokio::sync::Mutex<Option<(Instant, DateTime<Utc>, SharedBacklog)>>,
+    last: Reused<BTreeMap<String, Backlog>>,
     /// Every type the backlog has named, so a type that emptied reads zero, not its last value.
     seen: std::sync::Mutex<BTreeSet<String>>,
+}
+
+impl Default for BacklogCache {
+    fn default() -> Self {
+        BacklogCache {
+            last: Reused::new(BACKLOG_TTL),
+            seen: Default::default(),
+        }
+    }
 }
 
 impl BacklogCache {
@@ -45,20 +52,16 @@ impl BacklogCache {
         &self,
         store: &dyn Store,
     ) -> Result<(DateTime<Utc>, SharedBacklog), StoreError> {
-        let mut last = self.last.lock().await;
-        if let Some((read, at, backlog)) = last.as_ref()
-            && read.elapsed() < BACKLOG_TTL
-        {
-            return Ok((*at, backlog.clone()));
-        }
-        let at = Utc::now();
-        let backlog = Arc::new(store.backlog(at).await?);
-        self.seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(backlog.keys().cloned());
-        *last = Some((Instant::now(), at, backlog.clone()));
-        Ok((at, backlog))
+        self.last
+            .get(|at| async move {
+                let backlog = store.backlog(at).await?;
+                self.seen
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .extend(backlog.keys().cloned());
+                Ok(backlog)
+            })
+            .await
     }
 
     /// Every task type the backlog has named since this host started.

@@ -349,6 +349,7 @@ pub async fn enqueue(
 ) -> Result<impl IntoResponse, ApiError> {
     let sent = request.payload.clone();
     let task = new_task(request, &state, Utc::now())?;
+    state.database.check()?;
     let enqueued = state
         .enqueuer
         .enqueue(vec![task])
@@ -403,6 +404,7 @@ pub async fn enqueue_batch(
         .enumerate()
         .map(|(index, task)| new_task(task, &state, now).map_err(|e| e.at_index(index)))
         .collect::<Result<Vec<_>, _>>()?;
+    state.database.check()?;
     let enqueued = state.enqueuer.enqueue(tasks).await?;
     if enqueued.iter().any(|e| !e.duplicate) {
         state.wake.notify_one();

@@ -4,13 +4,15 @@
 //!   completions, leases, and what handlers call back into;
 //! - [`upkeep`]: what only the leading host does for everyone: rescuing tasks of dead hosts,
 //!   archiving, sampling statistics, enqueueing schedule ticks;
-//! - [`supervisor`]: stops the host loudly when the dispatcher or completer dies.
+//! - [`supervisor`]: stops the host loudly when the dispatcher or completer dies;
+//! - [`database_watch`]: pings the database, so requests learn of an outage at once.
 //!
 //! Each service is a struct with an async `run` that ends when the shared [`Shutdown`]
 //! signal asks it to; [`crate::host`] starts and stops them in one place.
 //!
 //! [`Shutdown`]: crate::shutdown::Shutdown
 
+pub mod database_watch;
 pub mod run;
 pub mod supervisor;
 pub mod upkeep;
