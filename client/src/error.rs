@@ -33,6 +33,11 @@ pub enum Error {
     )]
     PayloadNotJson(String),
 
+    /// The payload is JSON that no database stores alike: nested deeper than
+    /// [`MAX_JSON_DEPTH`](crate::rules::MAX_JSON_DEPTH) or with a lone UTF-16 surrogate escape.
+    #[error("the payload cannot be stored: {0}")]
+    PayloadNotStorable(String),
+
     /// The payload is larger than the limit.
     #[error(
         "the payload is {size} bytes; at most {limit} are accepted: store large data elsewhere \

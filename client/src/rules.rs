@@ -3,6 +3,7 @@
 //! applies to payloads. The host adds what only it knows (which task types have a plugin, a
 //! `max_payload` other than the default).
 
+pub use spool_rules::json::{MAX_JSON_DEPTH, storable_json};
 pub use spool_rules::limits::DEFAULT_MAX_PAYLOAD;
 pub use spool_rules::names::{
     MAX_IDEMPOTENCY_KEY, MAX_TASK_TYPE, RESERVED_KEY_PREFIX, is_reserved_key,

@@ -153,6 +153,7 @@ impl Task {
         if self.unchecked_text {
             rules::check_json(payload).map_err(|e| Error::PayloadNotJson(e.to_string()))?;
         }
+        rules::storable_json(payload).map_err(|e| Error::PayloadNotStorable(e.to_string()))?;
         if let Some(key) = &self.idempotency_key
             && !rules::is_valid_idempotency_key(key)
         {
@@ -280,6 +281,20 @@ mod tests {
         assert!(matches!(
             err(Task::from_json("a", "")),
             Error::PayloadNotJson(_)
+        ));
+        let deep = format!("{}{}", "[".repeat(65), "]".repeat(65));
+        assert!(matches!(
+            err(Task::from_json("a", &deep)),
+            Error::PayloadNotStorable(_)
+        ));
+        let deep_value: serde_json::Value = serde_json::from_str(&deep).unwrap();
+        assert!(matches!(
+            err(Task::new("a", &deep_value)),
+            Error::PayloadNotStorable(_)
+        ));
+        assert!(matches!(
+            err(Task::from_json("a", r#"{"s": "\ud800"}"#)),
+            Error::PayloadNotStorable(_)
         ));
         let big = "x".repeat(DEFAULT_MAX_PAYLOAD);
         assert!(matches!(

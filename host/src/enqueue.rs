@@ -42,6 +42,8 @@ pub enum RejectReason {
     PayloadTooLarge { size: usize, limit: usize },
     #[error("the payload is not valid JSON: {0}")]
     PayloadNotJson(String),
+    #[error("the payload cannot be stored: {0}")]
+    PayloadNotStorable(spool_rules::json::JsonProblem),
     #[error(
         "idempotency_key must be 1 to {MAX_IDEMPOTENCY_KEY} characters, without control characters"
     )]
@@ -133,6 +135,9 @@ pub fn prepare(
     if let Err(error) = serde_json::from_str::<serde::de::IgnoredAny>(&request.payload) {
         return Err(RejectReason::PayloadNotJson(error.to_string()));
     }
+    if let Err(problem) = spool_rules::json::storable_json(&request.payload) {
+        return Err(RejectReason::PayloadNotStorable(problem));
+    }
     if let Some(key) = &request.idempotency_key
         && !is_valid_idempotency_key(key)
     {
@@ -153,8 +158,10 @@ pub fn prepare(
 
 /// Group commit for enqueues: requests that arrive while a write is in flight are inserted
 /// together in the next transaction, so many concurrent single-task requests cost one commit
-/// instead of one each. Each request still gets exactly its own rows back, and a failed
-/// transaction fails every request in it (none is half-written).
+/// instead of one each. Each request still gets exactly its own rows back, and none is ever
+/// half-written. A group the database refuses for a reason waiting cannot fix (a row it will
+/// not store) is split: each request is tried alone, so only the request with that row fails.
+/// A group that fails for a transient reason (the database away) fails every request in it.
 #[derive(Clone)]
 pub struct Enqueuer {
     sender: tokio::sync::mpsc::Sender<EnqueueRequest>,
@@ -178,18 +185,33 @@ impl Enqueuer {
             let mut requests = Vec::with_capacity(GROUP);
             while receiver.recv_many(&mut requests, GROUP).await > 0 {
                 let sizes: Vec<usize> = requests.iter().map(|r| r.tasks.len()).collect();
+                // A group of several requests keeps each one's tasks, so that a refused group
+                // can be split and nobody fails for a neighbour's row.
+                let kept: Option<Vec<Vec<NewTask>>> = (requests.len() > 1)
+                    .then(|| requests.iter().map(|r| r.tasks.clone()).collect());
                 let all: Vec<NewTask> = requests
                     .iter_mut()
                     .flat_map(|r| std::mem::take(&mut r.tasks))
                     .collect();
-                match store.enqueue(all).await {
-                    Ok(enqueued) => {
+                match (store.enqueue(all).await, kept) {
+                    (Ok(enqueued), _) => {
                         let mut rest = enqueued.into_iter();
                         for (request, size) in requests.drain(..).zip(sizes) {
                             let _ = request.reply.send(Ok(rest.by_ref().take(size).collect()));
                         }
                     }
-                    Err(error) => {
+                    (Err(error), Some(kept)) if !error.is_transient() => {
+                        tracing::warn!(
+                            requests = kept.len(),
+                            "the database refused a group of enqueues ({error}); each request \
+                             is tried alone"
+                        );
+                        for (request, tasks) in requests.drain(..).zip(kept) {
+                            let alone = store.enqueue(tasks).await.map_err(std::sync::Arc::new);
+                            let _ = request.reply.send(alone);
+                        }
+                    }
+                    (Err(error), _) => {
                         let error = std::sync::Arc::new(error);
                         for request in requests.drain(..) {
                             let _ = request.reply.send(Err(error.clone()));
@@ -213,5 +235,51 @@ impl Enqueuer {
             .await
             .map_err(|_| closed())?;
         answer.await.map_err(|_| closed())?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Utc;
+
+    fn task(payload: &str) -> NewTask {
+        NewTask {
+            task_type: "t".into(),
+            payload: payload.into(),
+            priority: 0,
+            max_retry: 0,
+            run_at: Utc::now(),
+            idempotency_key: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_row_the_database_refuses_fails_only_its_own_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spool.db");
+        let store = crate::store::open(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        // The database refuses one payload, as MySQL refuses JSON it cannot store.
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "CREATE TRIGGER refuse_poison BEFORE INSERT ON async_task \
+                 WHEN NEW.payload LIKE '%poison%' BEGIN SELECT RAISE(ABORT, 'refused'); END",
+            )
+            .unwrap();
+        let enqueuer = Enqueuer::start(store.clone());
+        // Sent together, so they share one group.
+        let (good, bad, other) = tokio::join!(
+            enqueuer.enqueue(vec![task(r#"{"n": 1}"#)]),
+            enqueuer.enqueue(vec![task(r#"{"poison": true}"#)]),
+            enqueuer.enqueue(vec![task(r#"{"n": 2}"#), task(r#"{"n": 3}"#)]),
+        );
+        assert_eq!(good.unwrap().len(), 1);
+        assert!(bad.is_err());
+        assert_eq!(other.unwrap().len(), 2);
+        let counts = store.counts().await.unwrap();
+        assert_eq!(counts.pending, 3, "the neighbours' rows are stored");
     }
 }

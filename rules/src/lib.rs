@@ -13,10 +13,12 @@
 //! - [`span`]: spans written as a whole number and one unit (`90s`, `5m`, `2d`), the grammar
 //!   of the API's `delay` and `wait` and of the CLI's `--since`. Durations in files and flags
 //!   are humantime's grammar instead, through the `humantime` crate.
+//! - [`json`]: what a JSON payload must be for every database to store it (depth, surrogates).
 //! - [`authority`]: `host[:port]` as a `Host` header, an allow list or a listen address gives it.
 //! - [`limits`]: the ranges a task's policy takes, the same in spool.toml, a manifest and the API.
 
 pub mod authority;
+pub mod json;
 pub mod limits;
 pub mod names;
 pub mod size;

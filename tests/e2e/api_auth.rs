@@ -120,28 +120,39 @@ fn reads_need_the_read_or_api_token_and_changes_the_api_token() {
 
 #[test]
 fn a_read_token_without_an_api_token_is_refused_at_start() {
-    let ws = Workspace::with_plugins(&[]);
-    let output = Command::new(env!("CARGO_BIN_EXE_spool"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database-url",
-            &ws.database_url(),
-            "--read-token",
-            "r",
-        ])
-        .arg("--plugins")
-        .arg(ws.plugin_dir())
-        .env_remove("SPOOL_API_TOKEN")
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused_at_start(&["--listen", "127.0.0.1:0", "--read-token", "r"]);
     assert!(
         stderr.contains("setting `read_token` (--read-token): needs api_token"),
         "{stderr}"
     );
+}
+
+#[test]
+fn an_address_beyond_loopback_without_a_token_is_refused_at_start() {
+    let stderr = refused_at_start(&["--listen", "0.0.0.0:0"]);
+    assert!(
+        stderr.contains("setting `listen` (--listen): 0.0.0.0:0 is reachable from other machines")
+            && stderr.contains("DNS rebinding"),
+        "{stderr}"
+    );
+}
+
+/// Starts `spool serve` with `args` (and no token from the environment); returns its error
+/// output once it has exited with a failure.
+fn refused_at_start(args: &[&str]) -> String {
+    let ws = Workspace::with_plugins(&[]);
+    let output = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .arg("serve")
+        .args(args)
+        .args(["--database-url", &ws.database_url()])
+        .arg("--plugins")
+        .arg(ws.plugin_dir())
+        .env_remove("SPOOL_API_TOKEN")
+        .env_remove("SPOOL_OPEN_API")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[test]

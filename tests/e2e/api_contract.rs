@@ -93,6 +93,7 @@ fn out_of_range_values_are_rejected_with_422() {
         json!({"task_type": "noop", "priority": -2147483649i64}),
         json!({"task_type": "noop", "idempotency_key": ""}),
         json!({"task_type": "noop", "idempotency_key": "é".repeat(256)}),
+        json!({"task_type": "noop", "payload": nested(65)}),
     ];
     for request in refused {
         let (status, body) = host.post("/tasks", &request);
@@ -106,6 +107,7 @@ fn out_of_range_values_are_rejected_with_422() {
 
     // The edges themselves are accepted; a time before 1970 counts as 1970.
     let accepted = [
+        (json!({"task_type": "noop", "payload": nested(64)}), None),
         (
             json!({"task_type": "noop", "delay": 3155760000u64, "max_retry": 1000}),
             None,
@@ -215,4 +217,9 @@ fn a_listing_page_stops_at_4_mib_and_continues_with_its_cursor() {
         text.contains(&format!("(more: spool tasks --before {next}")),
         "{text}"
     );
+}
+
+/// Arrays nested `depth` deep.
+fn nested(depth: usize) -> serde_json::Value {
+    (1..depth).fold(json!([]), |inner, _| json!([inner]))
 }

@@ -46,7 +46,9 @@ pub struct EnqueueRequest {
     pub task_type: String,
     /// Any JSON value; handed to the handler as text. Defaults to `{}`. A JSON string that
     /// starts with `{` or `[` (after spaces), a document encoded twice or a broken one, is
-    /// refused with 422: send the object or array itself.
+    /// refused with 422: send the object or array itself. Arrays and objects may nest at most
+    /// 64 deep (`MAX_JSON_DEPTH`, the same on every database), and a string may not hold a lone
+    /// UTF-16 surrogate escape such as `\ud800`: both are refused with 422.
     #[serde(default = "empty_object")]
     #[schema(value_type = Value)]
     pub payload: serde_json::Value,

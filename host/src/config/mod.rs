@@ -124,6 +124,12 @@ settings! {
         rule: Token,
         arg: (hide_env_values = true),
     },
+    /// Serve the API without a token on an address other than loopback (anyone who reaches it, or a web page through DNS rebinding, may change tasks)
+    open_api: bool {
+        env: "SPOOL_OPEN_API",
+        default: false,
+        rule: Any,
+    },
     /// Host names the API also answers to, comma-separated (NAME or NAME:PORT), e.g. behind a local proxy
     allowed_hosts: Vec<String> {
         env: "SPOOL_ALLOWED_HOSTS",
@@ -434,6 +440,19 @@ fn finish(
             "read_token",
             origins,
             "needs api_token as well: without an API token anyone may change tasks, so set both",
+        ));
+    }
+    if !config.listen.ip().is_loopback() && config.api_token.is_none() && !config.open_api {
+        return Err(ConfigError::setting(
+            "listen",
+            origins,
+            format!(
+                "{} is reachable from other machines, and without api_token anyone who reaches \
+                 it (or a web page, through DNS rebinding) may enqueue, retry and cancel tasks: \
+                 set api_token (and read_token for read-only callers), listen on 127.0.0.1 \
+                 behind a proxy, or set open_api = true to serve it open anyway",
+                config.listen
+            ),
         ));
     }
     if config.max_body < config.max_payload {

@@ -230,6 +230,14 @@ fn every_rule_names_the_setting_and_where_its_value_came_from() {
             "setting `read_token` (--read-token): needs api_token as well",
         ),
         (
+            &["--listen", "0.0.0.0:8787"],
+            "setting `listen` (--listen): 0.0.0.0:8787 is reachable from other machines, and without api_token anyone",
+        ),
+        (
+            &["--listen", "[::]:8787", "--read-token", "r"],
+            "setting `read_token` (--read-token): needs api_token as well",
+        ),
+        (
             &["--max-payload", "32MiB"],
             "setting `max_body` (the default): must be at least max_payload (32MiB), got 16MiB",
         ),
@@ -521,4 +529,17 @@ fn defaults_take_the_same_ranges_as_manifests_and_requests() {
         "max_retry = 1000\nmemory = \"16GiB\"\ntimeout = \"7d\"\nbackoff_base = \"1ms\"\nbackoff_max = \"365d\"\n[effects]\nretention = \"1h\"\n",
     );
     assert!(manifest.is_ok(), "{manifest:?}");
+}
+
+#[test]
+fn a_listen_address_beyond_loopback_needs_a_token_or_open_api() {
+    for args in [
+        &["--listen", "0.0.0.0:8787", "--api-token", "w"][..],
+        &["--listen", "10.1.2.3:8787", "--open-api", "true"],
+        &["--listen", "127.0.0.2:8787"],
+        &["--listen", "[::1]:8787"],
+    ] {
+        let config = Config::from_settings(flags(args).unwrap());
+        assert!(config.is_ok(), "{args:?}: {:?}", config.err());
+    }
 }
