@@ -103,8 +103,6 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     let host_id = host_id();
     // Process-wide, once: what GET /metrics renders (crate::instruments).
     crate::instruments::install();
-    let opened = open(&config).await?;
-    let loaded = load(&config, &opened.loader).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|source| StartError::Bind {
@@ -115,6 +113,9 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         addr: config.listen,
         source,
     })?;
+    let store = wait_for_database(&config, &listener).await?;
+    let opened = open(&config, store).await?;
+    let loaded = load(&config, &opened.loader).await?;
     let shutdown = Shutdown::new();
     let failures = Arc::new(ServiceFailures::default());
     let stopped = spawn(
@@ -144,9 +145,59 @@ struct Opened {
     loader: Arc<PluginLoader>,
 }
 
-/// Opens the grants root, the store (applying migrations) and the sandbox, and reads the
-/// compiled-code cache key from the database.
-async fn open(config: &Config) -> Result<Opened, StartError> {
+/// Opens the store (applying migrations), waiting while the database does not answer: a host
+/// started before its database (a machine booting, a server restarting) serves `GET /health`
+/// 503 on its address meanwhile ([`api::waiting`]) and tries again with growing pauses (up to
+/// 5 s), instead of exiting so that its supervisor restarts it in a loop. An error that waiting
+/// cannot fix (a wrong URL, a refused password, a failed migration) stops the start.
+async fn wait_for_database(
+    config: &Config,
+    listener: &tokio::net::TcpListener,
+) -> Result<SharedStore, StartError> {
+    let (opened, stop_waiting) = tokio::sync::oneshot::channel::<()>();
+    let opening = async {
+        let mut pause = crate::worker::RetryPause::new();
+        let mut tries = 0u32;
+        let result = loop {
+            match store::open(&config.database_url).await {
+                Ok(store) => {
+                    if tries > 0 {
+                        tracing::info!("the task database answers; starting");
+                    }
+                    break Ok(store);
+                }
+                Err(error) if error.is_transient() => {
+                    tries += 1;
+                    let wait = pause.next();
+                    tracing::warn!(
+                        database = %store::describe_url(&config.database_url),
+                        tries,
+                        "the task database does not answer ({error}); trying again in {wait:?}, \
+                         GET /health answers 503 meanwhile"
+                    );
+                    tokio::time::sleep(wait).await;
+                }
+                Err(error) => break Err(StartError::from(error)),
+            }
+        };
+        drop(opened);
+        result
+    };
+    let waiting = api::server::serve_borrowed(
+        listener,
+        api::waiting::router(store::describe_url(&config.database_url)),
+        api::server::Limits::new(config),
+        async {
+            let _ = stop_waiting.await;
+        },
+    );
+    let (store, ()) = tokio::join!(opening, waiting);
+    store
+}
+
+/// Opens the grants root and the sandbox, and reads the compiled-code cache key from the
+/// database.
+async fn open(config: &Config, store: SharedStore) -> Result<Opened, StartError> {
     // Opened once, before anything else: folder grants are opened beneath it on every attempt.
     let database_file = config.sqlite_file();
     let mut trusted = vec![
@@ -167,7 +218,6 @@ async fn open(config: &Config) -> Result<Opened, StartError> {
         GrantsRoot::open_apart(&config.grants_root, &trusted).map_err(StartError::Grants)?,
     );
 
-    let store = store::open(&config.database_url).await?;
     let sandbox = Sandbox::with_options(sandbox::SandboxOptions::for_host(
         config.pooling,
         config.concurrency,

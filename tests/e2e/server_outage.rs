@@ -4,6 +4,7 @@
 //! code `unavailable` and writes nothing (both at once, once the host's watch has seen the
 //! outage); attempts that finish meanwhile are kept and committed
 //! after the server is back; dispatch resumes within seconds; nothing is lost or run twice.
+//! A host started while its server is down waits for it, serving `/health` 503 meanwhile.
 
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -64,8 +65,11 @@ fn survive_an_outage(server: &PrivateServer) {
     server.stop();
     let outage = Instant::now();
     for host in &hosts {
-        let (status, health) = host.get("/health");
-        assert_eq!(status, 503, "{health:#}");
+        // The host's ping finds the outage within about a second.
+        let health = host.eventually("/health answers 503", || {
+            let (status, health) = host.get("/health");
+            (status == 503).then_some(health)
+        });
         let database = health["database"].as_str().unwrap();
         assert!(
             database.contains("unavailable") && database.contains("127.0.0.1"),
@@ -119,7 +123,7 @@ fn survive_an_outage(server: &PrivateServer) {
             "/tasks",
             &json!({"task_type": "sleepy", "payload": {"ms": 1}}),
         );
-        (status == 201).then_some(body["id"].as_i64().unwrap())
+        (status == 201).then(|| body["id"].as_i64().unwrap())
     });
     hosts[1].wait_for_status(probe, "done", Duration::from_secs(30));
     let resumed = back.elapsed();
@@ -144,4 +148,102 @@ fn survive_an_outage(server: &PrivateServer) {
         assert_eq!(host.get("/health").0, 200, "{}", host.log());
     }
     eprintln!("dispatch resumed {resumed:?} after the server came back");
+}
+
+/// A host started before its database serves `/health` 503 while it waits, keeps trying, and
+/// starts once the server answers, instead of exiting (which makes a supervisor loop).
+#[test]
+fn a_host_started_before_its_database_waits_for_it() {
+    let Some(server) = PrivateServer::new(Backend::Postgres) else {
+        return;
+    };
+    let url = server.fresh_database();
+    server.stop();
+    let ws = Workspace::with_plugins(&["noop"]).on_database(url);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log = ws.plugin_dir().with_file_name("waiting-host.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_spool"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--database-url", &ws.database_url()])
+        .arg("--plugins")
+        .arg(ws.plugin_dir())
+        .env_remove("SPOOL_API_TOKEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let health = || -> Option<(u16, serde_json::Value)> {
+        let response = http.get(format!("{base}/health")).send().ok()?;
+        Some((response.status().as_u16(), response.json().ok()?))
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (status, body) = loop {
+        if let Some(answer) = health() {
+            break answer;
+        }
+        assert!(Instant::now() < deadline, "no answer on {base}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status, 503, "{body:#}");
+    assert!(
+        body["database"]
+            .as_str()
+            .unwrap()
+            .contains("waits for the task database"),
+        "{body:#}"
+    );
+    let enqueue = http
+        .post(format!("{base}/tasks"))
+        .json(&json!({"task_type": "noop"}))
+        .send()
+        .unwrap();
+    assert_eq!(enqueue.status().as_u16(), 503);
+    // It keeps waiting (several tries), alive.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(child.try_wait().unwrap().is_none(), "the host exited");
+    assert_eq!(health().map(|(status, _)| status), Some(503));
+
+    server.start();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while health().map(|(status, _)| status) != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "the host did not start once its database answered:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let task: serde_json::Value = http
+        .post(format!("{base}/tasks"))
+        .json(&json!({"task_type": "noop"}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let id = task["id"].as_i64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let task: serde_json::Value = http
+            .get(format!("{base}/tasks/{id}"))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        if task["status"] == "done" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{task:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -27,7 +27,7 @@ pub const COUNTS_TTL: Duration = Duration::from_secs(1);
 
 /// The host's health. Every field but `status`, `database` and `leader` needs read access when
 /// the host has tokens, and is left out otherwise.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Health {
     /// `ok`, or `unavailable` when the database does not answer or a service of the host died.
     pub status: String,
@@ -71,7 +71,7 @@ pub struct Health {
 }
 
 /// Pending tasks of a type no plugin here runs.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WaitingType {
     pub pending: u64,
     pub reason: String,

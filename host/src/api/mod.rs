@@ -29,6 +29,7 @@ pub mod server;
 pub mod spec;
 pub mod stats;
 pub mod tasks;
+pub mod waiting;
 
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request, State};
 use axum::http::{StatusCode, header};

@@ -74,6 +74,47 @@ pub async fn serve(
     limits: Limits,
     stop: impl Future<Output = ()>,
 ) {
+    let open = accept_until(&listener, app, limits, stop).await;
+    drop(listener);
+    open.close().await;
+}
+
+/// Serves `app` on a listener the caller keeps (the host serves `/health` on it while it waits
+/// for its database, then the API): stops accepting when `stop` resolves, and returns once
+/// every connection it accepted has closed.
+pub async fn serve_borrowed(
+    listener: &TcpListener,
+    app: Router,
+    limits: Limits,
+    stop: impl Future<Output = ()>,
+) {
+    accept_until(listener, app, limits, stop)
+        .await
+        .close()
+        .await;
+}
+
+/// Connections still open when accepting stopped.
+struct OpenConnections {
+    stopping: watch::Sender<bool>,
+    connections: JoinSet<()>,
+}
+
+impl OpenConnections {
+    /// Tells every connection to finish its requests and close, and waits until they have.
+    async fn close(mut self) {
+        let _ = self.stopping.send(true);
+        while self.connections.join_next().await.is_some() {}
+    }
+}
+
+/// Accepts connections and serves `app` on each until `stop` resolves.
+async fn accept_until(
+    listener: &TcpListener,
+    app: Router,
+    limits: Limits,
+    stop: impl Future<Output = ()>,
+) -> OpenConnections {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let (stopping, _) = watch::channel(false);
     let mut connections = JoinSet::new();
@@ -122,9 +163,10 @@ pub async fn serve(
             }
         }
     }
-    drop(listener);
-    let _ = stopping.send(true);
-    while connections.join_next().await.is_some() {}
+    OpenConnections {
+        stopping,
+        connections,
+    }
 }
 
 /// Serves one connection until it closes, or until shutdown closes it.
