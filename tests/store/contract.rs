@@ -1020,6 +1020,12 @@ pub async fn kv_usage_effect_retention_and_snoozes_in_a_row(fixture: &Fixture) {
     assert!(store.kv_delete("cache", "k1").await.unwrap());
     assert_eq!(store.kv_usage("cache").await.unwrap(), usage(1, 10));
     assert_eq!(store.kv_usage("other").await.unwrap(), usage(1, 7));
+    // The counts are kept with each write (triggers), so the type's last delete leaves zero.
+    assert!(store.kv_delete("cache", "ключ").await.unwrap());
+    assert!(!store.kv_delete("cache", "ключ").await.unwrap());
+    assert_eq!(store.kv_usage("cache").await.unwrap(), usage(0, 0));
+    store.kv_set("cache", "k2", "xy").await.unwrap();
+    assert_eq!(store.kv_usage("cache").await.unwrap(), usage(1, 4));
 
     // The effect ledger forgets a type's effects recorded before a time, and only that type's.
     store.record_effect("mail", "m-1", 1).await.unwrap();

@@ -31,6 +31,11 @@ const MAX_KEY_BYTES: usize = 1024;
 pub(super) const MAX_VALUE_BYTES: usize = 1 << 20;
 /// The most `record-effect` calls one attempt may make.
 pub const MAX_EFFECTS_PER_ATTEMPT: u32 = 1000;
+/// The most calls one attempt may make that reach the database (`effect-done`,
+/// `record-effect`, `kv-get`, `kv-set`, `kv-delete`, `enqueue`): each takes a connection, so a
+/// guest looping on them would take the database from every other type's tasks. The fuel
+/// budget does not bound them, since a guest burns little fuel while the host waits.
+pub const MAX_DATABASE_CALLS_PER_ATTEMPT: u32 = 10_000;
 
 /// A failure of a host service that the guest must not paper over.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +93,8 @@ pub(super) struct AttemptContext {
     enqueued_tasks: u32,
     enqueued_bytes: usize,
     effects_recorded: u32,
+    /// Calls that reached the database so far ([`MAX_DATABASE_CALLS_PER_ATTEMPT`]).
+    database_calls: u32,
 }
 
 impl AttemptContext {
@@ -108,7 +115,19 @@ impl AttemptContext {
             enqueued_tasks: 0,
             enqueued_bytes: 0,
             effects_recorded: 0,
+            database_calls: 0,
         }
+    }
+
+    /// Counts a call that reaches the database; traps the attempt past the cap.
+    fn database_call(&mut self, call: &str) -> wasmtime::Result<()> {
+        if self.database_calls >= MAX_DATABASE_CALLS_PER_ATTEMPT {
+            wasmtime::bail!(
+                "`{call}` refused: this attempt already made {MAX_DATABASE_CALLS_PER_ATTEMPT} calls that reach the database (effects, key-value store, enqueue), the most one attempt may; do the work in fewer calls or split it into follow-up tasks"
+            );
+        }
+        self.database_calls += 1;
+        Ok(())
     }
 
     /// Checks a follow-up against the manifest's `[enqueue]` rules and applies them: the
@@ -235,6 +254,7 @@ impl Host for HostState {
 
     async fn effect_done(&mut self, key: String) -> wasmtime::Result<bool> {
         check_key(&key)?;
+        self.task.database_call("effect-done")?;
         let ctx = &self.task;
         ctx.services
             .effect_done(&ctx.task_type, &key)
@@ -244,6 +264,7 @@ impl Host for HostState {
 
     async fn record_effect(&mut self, key: String) -> wasmtime::Result<()> {
         check_key(&key)?;
+        self.task.database_call("record-effect")?;
         let ctx = &mut self.task;
         if ctx.effects_recorded >= MAX_EFFECTS_PER_ATTEMPT {
             wasmtime::bail!(
@@ -259,6 +280,7 @@ impl Host for HostState {
 
     async fn kv_get(&mut self, key: String) -> wasmtime::Result<Option<String>> {
         check_key(&key)?;
+        self.task.database_call("kv-get")?;
         let ctx = &self.task;
         ctx.services
             .kv_get(&ctx.task_type, &key)
@@ -268,6 +290,7 @@ impl Host for HostState {
 
     async fn kv_set(&mut self, key: String, value: String) -> wasmtime::Result<()> {
         check_key(&key)?;
+        self.task.database_call("kv-set")?;
         if value.len() > MAX_VALUE_BYTES {
             wasmtime::bail!(
                 "kv-set of {} bytes rejected: values are at most {MAX_VALUE_BYTES} bytes",
@@ -283,6 +306,7 @@ impl Host for HostState {
 
     async fn kv_delete(&mut self, key: String) -> wasmtime::Result<bool> {
         check_key(&key)?;
+        self.task.database_call("kv-delete")?;
         let ctx = &self.task;
         ctx.services
             .kv_delete(&ctx.task_type, &key)
@@ -297,6 +321,7 @@ impl Host for HostState {
         options: EnqueueOptions,
     ) -> wasmtime::Result<Result<u64, String>> {
         let ctx = &mut self.task;
+        ctx.database_call("enqueue")?;
         let n = ctx.enqueue_calls;
         ctx.enqueue_calls += 1;
         let (priority, key) = match ctx.admit(&task_type, &payload, &options) {
@@ -384,6 +409,19 @@ mod tests {
             max_retry: None,
             idempotency_key: key.map(str::to_string),
         }
+    }
+
+    #[test]
+    fn an_attempt_may_make_only_so_many_database_calls() {
+        let mut ctx = context(EnqueueGrant::default());
+        for _ in 0..MAX_DATABASE_CALLS_PER_ATTEMPT {
+            ctx.database_call("kv-get").unwrap();
+        }
+        let refused = ctx.database_call("kv-set").unwrap_err().to_string();
+        assert!(
+            refused.starts_with("`kv-set` refused: this attempt already made 10000 calls"),
+            "{refused}"
+        );
     }
 
     #[test]

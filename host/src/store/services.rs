@@ -140,15 +140,16 @@ impl<S: Portable> HostServices for S {
     }
 
     async fn kv_usage(&self, task_type: &str) -> Result<KvUsage, StoreError> {
-        let bytes = self.dialect().byte_length_sum(&["kv_key", "kv_value"]);
-        let mut statement = self.statement(&format!(
-            "SELECT COUNT(*), {bytes} FROM task_kv WHERE task_type = ?"
-        ));
+        // Kept with every write by triggers on task_kv (the kv_usage migrations).
+        let mut statement =
+            self.statement("SELECT kv_keys, kv_bytes FROM task_kv_usage WHERE task_type = ?");
         statement.bind(Arg::Text(task_type));
-        let row = self.fetch_one(Via::Writer, &statement).await?;
-        Ok(KvUsage {
-            keys: count(row.int(0)?),
-            bytes: count(row.int(1)?),
+        Ok(match self.fetch_optional(Via::Writer, &statement).await? {
+            Some(row) => KvUsage {
+                keys: count(row.int(0)?),
+                bytes: count(row.int(1)?),
+            },
+            None => KvUsage { keys: 0, bytes: 0 },
         })
     }
 }

@@ -79,9 +79,6 @@ pub trait Dialect: Send + Sync {
         parts.join(" || ")
     }
 
-    /// The sum, as a BIGINT (0 over no rows), of the bytes the text `columns` hold together.
-    fn byte_length_sum(&self, columns: &[&str]) -> String;
-
     /// `insert` (an `INSERT … VALUES …`) that leaves an existing row with the same `key`
     /// alone. PostgreSQL's `ON CONFLICT` clause, which SQLite reads too.
     fn insert_or_keep(&self, insert: &str, key: &str) -> String {
@@ -393,9 +390,6 @@ mod tests {
         fn contains(&self, haystack: &str, needle: &str) -> String {
             format!("strpos({haystack}, {needle}) > 0")
         }
-        fn byte_length_sum(&self, _: &[&str]) -> String {
-            String::new()
-        }
         fn insert_or_keep(&self, insert: &str, _: &str) -> String {
             format!("{insert} ON CONFLICT DO NOTHING")
         }
@@ -425,9 +419,6 @@ mod tests {
         }
         fn contains(&self, haystack: &str, needle: &str) -> String {
             format!("LOCATE({needle}, {haystack}) > 0")
-        }
-        fn byte_length_sum(&self, _: &[&str]) -> String {
-            String::new()
         }
         fn insert_or_keep(&self, insert: &str, _: &str) -> String {
             insert.into()

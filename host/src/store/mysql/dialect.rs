@@ -47,12 +47,6 @@ impl Dialect for MySqlDialect {
         format!("CONCAT({})", parts.join(", "))
     }
 
-    fn byte_length_sum(&self, columns: &[&str]) -> String {
-        // LENGTH counts bytes; SUM is DECIMAL, cast back to BIGINT.
-        let lengths: Vec<String> = columns.iter().map(|c| format!("LENGTH({c})")).collect();
-        format!("CAST(COALESCE(SUM({}), 0) AS SIGNED)", lengths.join(" + "))
-    }
-
     fn insert_or_keep(&self, insert: &str, key: &str) -> String {
         // A no-op update on a duplicate: the existing row stays as it is.
         format!("{insert} ON DUPLICATE KEY UPDATE {key} = {key}")

@@ -30,14 +30,6 @@ impl Dialect for PgDialect {
         format!("strpos({haystack}, {needle}) > 0")
     }
 
-    fn byte_length_sum(&self, columns: &[&str]) -> String {
-        let lengths: Vec<String> = columns
-            .iter()
-            .map(|c| format!("octet_length({c})"))
-            .collect();
-        format!("COALESCE(SUM({}), 0)::BIGINT", lengths.join(" + "))
-    }
-
     fn max_binds(&self) -> usize {
         u16::MAX as usize
     }

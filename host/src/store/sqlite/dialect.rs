@@ -31,14 +31,6 @@ impl Dialect for SqliteDialect {
         format!("instr({haystack}, {needle}) > 0")
     }
 
-    fn byte_length_sum(&self, columns: &[&str]) -> String {
-        let lengths: Vec<String> = columns
-            .iter()
-            .map(|c| format!("LENGTH(CAST({c} AS BLOB))"))
-            .collect();
-        format!("COALESCE(SUM({}), 0)", lengths.join(" + "))
-    }
-
     fn max_binds(&self) -> usize {
         // The historical default of SQLITE_MAX_VARIABLE_NUMBER; newer builds allow more.
         999
