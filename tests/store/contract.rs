@@ -413,6 +413,33 @@ pub async fn rescue_counts_the_attempt_and_fails_when_none_are_left(fixture: &Fi
     assert!(dead.finished_at.is_some());
 }
 
+pub async fn a_completion_batch_and_a_lease_extension_on_the_same_rows_never_deadlock(
+    fixture: &Fixture,
+) {
+    let other = fixture.another_host().await;
+    for _ in 0..3 {
+        let now = Utc::now();
+        fixture
+            .store
+            .enqueue((0..200).map(|_| task("a", 0, now)).collect())
+            .await
+            .unwrap();
+        let claimed = fixture.store.claim(&claim(200, now)).await.unwrap();
+        assert_eq!(claimed.len(), 200);
+        // Handed over in opposite orders, as a completer and a lease keeper may.
+        let completions: Vec<Completion> = claimed.iter().rev().map(|t| done(t, "me")).collect();
+        let attempts: Vec<AttemptId> = claimed.iter().map(AttemptId::of).collect();
+        let until = now + Span::seconds(300);
+        let (completed, extended) = tokio::join!(
+            other.complete(&completions),
+            fixture.store.extend_leases("me", &attempts, until)
+        );
+        assert_eq!(completed.expect("the completion batch"), 200);
+        extended.expect("the lease extension");
+    }
+    other.close().await;
+}
+
 pub async fn leases_extend_only_for_the_claimed_attempt_and_release_is_uncounted(
     fixture: &Fixture,
 ) {

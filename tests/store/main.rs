@@ -118,6 +118,7 @@ on_every_backend!(
     a_late_result_never_lands_on_a_newer_claim,
     rescue_counts_the_attempt_and_fails_when_none_are_left,
     leases_extend_only_for_the_claimed_attempt_and_release_is_uncounted,
+    a_completion_batch_and_a_lease_extension_on_the_same_rows_never_deadlock,
     idempotency_keys_dedupe_within_and_across_batches,
     large_batches_keep_their_order,
     payloads_and_texts_round_trip,

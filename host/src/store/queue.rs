@@ -5,6 +5,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -188,6 +189,22 @@ macro_rules! completion_fence {
 }
 pub(crate) use completion_fence;
 
+/// A batch that changes running rows, in task id order. Every such batch (completions,
+/// progress, lease extensions, releases) takes its row locks in that order, so two of them on
+/// the same rows (a host's completion batch and its own lease extension) never wait on each
+/// other in a cycle, a deadlock the database would end by failing one of them. The completer
+/// hands its batches over in that order already, which costs nothing here; other batches are
+/// copied and sorted.
+pub fn in_lock_order<T: Clone>(batch: &[T], id: impl Fn(&T) -> i64) -> Cow<'_, [T]> {
+    if batch.is_sorted_by_key(&id) {
+        Cow::Borrowed(batch)
+    } else {
+        let mut sorted = batch.to_vec();
+        sorted.sort_by_key(id);
+        Cow::Owned(sorted)
+    }
+}
+
 /// `impl Queue for $store`, by delegation to the backend's inherent methods of the same names
 /// (one per file: `enqueue.rs`, `claim.rs`, `completion.rs`, `running.rs`, `tasks.rs`). The
 /// answers to empty batches are given here, once, so a backend's methods always have work, and
@@ -230,7 +247,8 @@ macro_rules! queue_by_delegation {
                 if completions.is_empty() {
                     return Ok(0);
                 }
-                $store::complete(self, completions).await
+                let completions = $crate::store::queue::in_lock_order(completions, |c| c.id);
+                $store::complete(self, &completions).await
             }
 
             async fn record_progress(
@@ -240,7 +258,8 @@ macro_rules! queue_by_delegation {
                 if updates.is_empty() {
                     return Ok(());
                 }
-                $store::record_progress(self, updates).await
+                let updates = $crate::store::queue::in_lock_order(updates, |u| u.id);
+                $store::record_progress(self, &updates).await
             }
 
             async fn extend_leases(
@@ -252,7 +271,8 @@ macro_rules! queue_by_delegation {
                 if attempts.is_empty() {
                     return Ok(Vec::new());
                 }
-                $store::extend_leases(self, owner, attempts, until).await
+                let attempts = $crate::store::queue::in_lock_order(attempts, |a| a.task);
+                $store::extend_leases(self, owner, &attempts, until).await
             }
 
             async fn release(
@@ -263,7 +283,8 @@ macro_rules! queue_by_delegation {
                 if attempts.is_empty() {
                     return Ok(0);
                 }
-                $store::release(self, owner, attempts).await
+                let attempts = $crate::store::queue::in_lock_order(attempts, |a| a.task);
+                $store::release(self, owner, &attempts).await
             }
 
             async fn rescue_expired(
@@ -288,3 +309,27 @@ macro_rules! queue_by_delegation {
     };
 }
 pub(crate) use queue_by_delegation;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_are_put_in_task_id_order_and_sorted_ones_are_not_copied() {
+        let sorted = [1, 2, 2, 9];
+        assert!(matches!(in_lock_order(&sorted, |n| *n), Cow::Borrowed(_)));
+        let mixed = [
+            AttemptId {
+                task: 9,
+                attempt: 1,
+            },
+            AttemptId {
+                task: 3,
+                attempt: 2,
+            },
+        ];
+        let ordered = in_lock_order(&mixed, |a| a.task);
+        assert!(matches!(ordered, Cow::Owned(_)));
+        assert_eq!(ordered.iter().map(|a| a.task).collect::<Vec<_>>(), [3, 9]);
+    }
+}

@@ -324,7 +324,11 @@ fn split(updates: Vec<Update>) -> (Vec<Completion>, Vec<ProgressUpdate>) {
             }
         }
     }
-    (completions, latest.into_values().collect())
+    // In task id order, the order every batch takes its row locks in (`in_lock_order`).
+    completions.sort_by_key(|c| c.id);
+    let mut progress: Vec<ProgressUpdate> = latest.into_values().collect();
+    progress.sort_by_key(|p| p.id);
+    (completions, progress)
 }
 
 #[cfg(test)]
