@@ -184,6 +184,8 @@ mod tests {
         let settings = crate::config::Settings {
             listen: Some(listen.parse().unwrap()),
             allowed_hosts: Some(allowed.iter().map(|s| s.to_string()).collect()),
+            // The policy on any address, whatever else a host there needs to start.
+            open_api: Some(true),
             ..Default::default()
         };
         HostPolicy::new(&Config::from_settings(settings).unwrap())

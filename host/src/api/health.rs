@@ -77,6 +77,26 @@ pub struct WaitingType {
     pub reason: String,
 }
 
+impl Health {
+    /// The answer anyone may see: the status, the database's state and the leader.
+    pub fn bare(status: &str, database: String, leader: Option<String>) -> Health {
+        Health {
+            status: status.to_string(),
+            database,
+            leader,
+            host_id: None,
+            leading: None,
+            task_types: None,
+            plugin_errors: None,
+            counts: None,
+            waiting_without_plugin: None,
+            paused_types: None,
+            failed_services: BTreeMap::new(),
+            warnings: None,
+        }
+    }
+}
+
 /// What `/health` reads from the database, shared by the requests of one [`COUNTS_TTL`].
 pub struct Readings {
     counts: StatusCounts,
@@ -125,25 +145,12 @@ pub async fn health(
     if !failed_services.is_empty() {
         status = StatusCode::SERVICE_UNAVAILABLE;
     }
-    let mut health = Health {
-        status: if status == StatusCode::OK {
-            "ok"
-        } else {
-            "unavailable"
-        }
-        .to_string(),
-        database,
-        leader: state.leadership.leader(),
-        host_id: None,
-        leading: None,
-        task_types: None,
-        plugin_errors: None,
-        counts: None,
-        waiting_without_plugin: None,
-        paused_types: None,
-        failed_services: BTreeMap::new(),
-        warnings: None,
+    let word = if status == StatusCode::OK {
+        "ok"
+    } else {
+        "unavailable"
     };
+    let mut health = Health::bare(word, database, state.leadership.leader());
     if may_read {
         let readings = readings.ok().flatten();
         let loaded: BTreeSet<String> = state.registry.task_types().into_iter().collect();

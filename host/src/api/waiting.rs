@@ -8,7 +8,6 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use std::collections::BTreeMap;
 
 use super::error::ApiError;
 use super::health::Health;
@@ -16,22 +15,13 @@ use super::health::Health;
 /// The router served while waiting for the database named by `database` (its URL as
 /// [`crate::store::describe_url`] shows it).
 pub fn router(database: String) -> Router {
-    let health = Health {
-        status: "unavailable".into(),
-        database: format!(
+    let health = Health::bare(
+        "unavailable",
+        format!(
             "unavailable: the host is starting and waits for the task database {database} to answer"
         ),
-        leader: None,
-        host_id: None,
-        leading: None,
-        task_types: None,
-        plugin_errors: None,
-        counts: None,
-        waiting_without_plugin: None,
-        paused_types: None,
-        failed_services: BTreeMap::new(),
-        warnings: None,
-    };
+        None,
+    );
     let refusal = format!(
         "the host is starting and waits for its task database {database}; nothing was changed, try again shortly"
     );
