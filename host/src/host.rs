@@ -113,8 +113,10 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
         addr: config.listen,
         source,
     })?;
+    // The grants root first: a refusal there needs no database to be told.
+    let grants = grants_root(&config)?;
     let store = wait_for_database(&config, &listener).await?;
-    let opened = open(&config, store).await?;
+    let opened = open(&config, grants, store).await?;
     let loaded = load(&config, &opened.loader).await?;
     let shutdown = Shutdown::new();
     let failures = Arc::new(ServiceFailures::default());
@@ -195,9 +197,9 @@ async fn wait_for_database(
     store
 }
 
-/// Opens the grants root and the sandbox, and reads the compiled-code cache key from the
-/// database.
-async fn open(config: &Config, store: SharedStore) -> Result<Opened, StartError> {
+/// Opens the grants root apart from what the host trusts (the plugin folder, the cache, the
+/// database file): folder grants are opened beneath it on every attempt.
+fn grants_root(config: &Config) -> Result<Arc<GrantsRoot>, StartError> {
     // Opened once, before anything else: folder grants are opened beneath it on every attempt.
     let database_file = config.sqlite_file();
     let mut trusted = vec![
@@ -214,10 +216,17 @@ async fn open(config: &Config, store: SharedStore) -> Result<Opened, StartError>
         setting: "database_url",
         path,
     }));
-    let grants = Arc::new(
+    Ok(Arc::new(
         GrantsRoot::open_apart(&config.grants_root, &trusted).map_err(StartError::Grants)?,
-    );
+    ))
+}
 
+/// Opens the sandbox, and reads the compiled-code cache key from the database.
+async fn open(
+    config: &Config,
+    grants: Arc<GrantsRoot>,
+    store: SharedStore,
+) -> Result<Opened, StartError> {
     let sandbox = Sandbox::with_options(sandbox::SandboxOptions::for_host(
         config.pooling,
         config.concurrency,
