@@ -183,6 +183,7 @@ async fn measure(
             attempt: 1,
             max_attempts: 1,
             idempotency_key: None,
+            depth: 0,
         };
         let started = Instant::now();
         let attempt = sandbox

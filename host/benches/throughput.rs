@@ -154,6 +154,7 @@ fn new_task(task_type: &str, i: usize) -> NewTask {
         max_retry: 3,
         run_at: Utc::now(),
         idempotency_key: None,
+        depth: 0,
     }
 }
 
@@ -732,6 +733,7 @@ async fn sandbox_overhead(n: usize, options: SandboxOptions) -> Histogram<u64> {
             attempt: 1,
             max_attempts: 1,
             idempotency_key: None,
+            depth: 0,
         };
         let started = Instant::now();
         let attempt = sandbox

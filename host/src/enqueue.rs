@@ -153,6 +153,7 @@ pub fn prepare(
         max_retry: request.max_retry.unwrap_or(plugin.policy.max_retry),
         run_at: request.run_at,
         idempotency_key: request.idempotency_key,
+        depth: 0,
     })
 }
 
@@ -251,6 +252,7 @@ mod tests {
             max_retry: 0,
             run_at: Utc::now(),
             idempotency_key: None,
+            depth: 0,
         }
     }
 

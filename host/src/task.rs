@@ -142,6 +142,9 @@ pub struct Task {
     pub plugin_version: Option<String>,
     /// What the latest finished attempt printed (stdout, stderr, log calls), bounded.
     pub log: Option<String>,
+    /// How many follow-ups deep the task is: 0 when enqueued from outside (the API, SQL, a
+    /// schedule), one more than its parent's when a handler enqueued it.
+    pub depth: u32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -188,6 +191,7 @@ impl Task {
             progress_note: None,
             plugin_version: None,
             log: None,
+            depth: new.depth,
             created_at: created,
             updated_at: created,
         }
@@ -224,6 +228,8 @@ pub struct NewTask {
     pub max_retry: u32,
     pub run_at: DateTime<Utc>,
     pub idempotency_key: Option<String>,
+    /// [`Task::depth`]: 0 unless a handler enqueues it as a follow-up.
+    pub depth: u32,
 }
 
 /// What an enqueue did: a new row, or the existing row with the same idempotency key.
@@ -375,6 +381,7 @@ impl Task {
             max_retry: 0,
             run_at: now,
             idempotency_key: None,
+            depth: 0,
         };
         Task::enqueued(id, &new, serde_json::json!({}), now, now)
     }

@@ -449,6 +449,42 @@ fn a_fork_bomb_is_contained_by_the_manifest() {
 }
 
 #[test]
+fn a_type_that_enqueues_itself_stops_at_its_depth_limit() {
+    let ws = Workspace::with_plugins(&["forkbomb"]);
+    // Two copies of itself per attempt, three generations below the root: 1 + 2 + 4 + 8.
+    ws.manifest(
+        "forkbomb",
+        "[enqueue]\nallow = [\"forkbomb\"]\nmax_tasks = 2\nmax_depth = 3\n",
+    );
+    let host = ws.start(&[]);
+    let root = host.enqueue("forkbomb", json!({"copies": 2}));
+    assert_eq!(root["depth"], 0, "{root:#}");
+    // A parent is done only after its follow-ups are enqueued: once all 15 are done, the
+    // tree is whole.
+    let tasks = eventually(WAIT, "the tree of follow-ups to finish", || {
+        let tasks = host.all_tasks();
+        (tasks.len() == 15 && tasks.iter().all(|t| t["status"] == "done")).then_some(tasks)
+    });
+    let mut per_depth = [0; 4];
+    for task in &tasks {
+        let depth = task["depth"].as_u64().unwrap() as usize;
+        per_depth[depth] += 1;
+        let result = &task["result"];
+        if depth < 3 {
+            assert_eq!(result["enqueued"].as_array().unwrap().len(), 2, "{task:#}");
+        } else {
+            assert_eq!(result["enqueued"], json!([]), "{task:#}");
+            let error = result["errors"][0].as_str().unwrap();
+            assert!(
+                error.contains("3 follow-ups deep") && error.contains("max_depth = 3"),
+                "{error}"
+            );
+        }
+    }
+    assert_eq!(per_depth, [1, 2, 4, 8]);
+}
+
+#[test]
 fn an_outcome_the_database_refuses_fails_its_task_and_others_complete() {
     let ws = Workspace::with_plugins(&["loud", "noop"]);
     ws.manifest("loud", "memory = \"768MiB\"\nmax_retry = 3\n");

@@ -31,6 +31,7 @@ fn task(task_type: &str, run_at: DateTime<Utc>) -> NewTask {
         max_retry: 0,
         run_at,
         idempotency_key: None,
+        depth: 0,
     }
 }
 

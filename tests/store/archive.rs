@@ -41,6 +41,7 @@ async fn task_in(
             max_retry: 0,
             run_at: now - days(400),
             idempotency_key: Some(format!("key-{kind}")),
+            depth: 0,
         }])
         .await
         .unwrap();
@@ -283,6 +284,7 @@ fn keyed(kind: &str, key: &str) -> NewTask {
         max_retry: 0,
         run_at: Utc::now(),
         idempotency_key: Some(key.into()),
+        depth: 0,
     }
 }
 

@@ -22,6 +22,7 @@ fn task(task_type: &str, priority: i32, run_at: DateTime<Utc>) -> NewTask {
         max_retry: 1,
         run_at,
         idempotency_key: None,
+        depth: 0,
     }
 }
 
@@ -524,6 +525,33 @@ pub async fn leases_extend_only_for_the_claimed_attempt_and_release_is_uncounted
     assert!(released.lease_owner.is_none());
     let counts = fixture.store.counts().await.unwrap();
     assert_eq!((counts.pending, counts.running), (1, 1));
+}
+
+pub async fn a_follow_up_keeps_its_depth(fixture: &Fixture) {
+    let now = Utc::now();
+    let enqueued = fixture
+        .store
+        .enqueue(vec![
+            task("a", 1, now),
+            NewTask {
+                depth: 7,
+                ..task("a", 0, now)
+            },
+        ])
+        .await
+        .unwrap();
+    let depths: Vec<u32> = enqueued.iter().map(|e| e.task.depth).collect();
+    assert_eq!(depths, [0, 7]);
+    let claimed = fixture.store.claim(&claim(2, now)).await.unwrap();
+    let depths: Vec<u32> = claimed.iter().map(|t| t.depth).collect();
+    assert_eq!(depths, [0, 7], "claim order is by priority");
+    let read = fixture
+        .store
+        .get(enqueued[1].task.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.depth, 7);
 }
 
 pub async fn idempotency_keys_dedupe_within_and_across_batches(fixture: &Fixture) {

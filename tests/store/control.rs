@@ -19,6 +19,7 @@ fn new_task(task_type: &str, max_retry: u32) -> NewTask {
         max_retry,
         run_at: Utc::now() - Span::seconds(1),
         idempotency_key: None,
+        depth: 0,
     }
 }
 

@@ -72,6 +72,7 @@ fn task(task_type: &str) -> NewTask {
         max_retry: 3,
         run_at: Utc::now(),
         idempotency_key: None,
+        depth: 0,
     }
 }
 

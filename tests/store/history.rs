@@ -20,6 +20,7 @@ fn due_task(max_retry: u32) -> NewTask {
         max_retry,
         run_at: Utc::now() - Span::seconds(1),
         idempotency_key: None,
+        depth: 0,
     }
 }
 

@@ -13,6 +13,7 @@ fn keyed(task_type: &str, key: &str) -> NewTask {
         max_retry: 0,
         run_at: Utc::now(),
         idempotency_key: Some(key.into()),
+        depth: 0,
     }
 }
 

@@ -120,6 +120,7 @@ on_every_backend!(
     leases_extend_only_for_the_claimed_attempt_and_release_is_uncounted,
     a_completion_batch_and_a_lease_extension_on_the_same_rows_never_deadlock,
     idempotency_keys_dedupe_within_and_across_batches,
+    a_follow_up_keeps_its_depth,
     large_batches_keep_their_order,
     payloads_and_texts_round_trip,
     retry_and_cancel_respect_the_state_machine,

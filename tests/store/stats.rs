@@ -17,6 +17,7 @@ fn new_task(task_type: &str, run_at: DateTime<Utc>) -> NewTask {
         max_retry: 0,
         run_at,
         idempotency_key: None,
+        depth: 0,
     }
 }
 

@@ -155,6 +155,10 @@ pub struct TaskView {
     pub plugin_version: Option<String>,
     /// What the latest finished attempt printed: stdout, stderr and log calls (bounded).
     pub log: Option<String>,
+    /// How many follow-ups deep the task is: 0 when enqueued from outside, its parent's depth
+    /// plus one when a handler enqueued it (bounded by the parent type's `[enqueue] max_depth`).
+    #[serde(default)]
+    pub depth: u32,
     /// The host running the task (while running).
     pub lease_owner: Option<String>,
     pub lease_expires_at: Option<DateTime<Utc>>,
@@ -198,6 +202,7 @@ impl From<Task> for TaskView {
             progress_note: task.progress_note,
             plugin_version: task.plugin_version,
             log: task.log,
+            depth: task.depth,
             lease_owner: task.lease_owner,
             lease_expires_at: task.lease_expires_at,
             attempted_at: task.attempted_at,

@@ -28,6 +28,7 @@
 //! allow = ["notify"]
 //! max_tasks = 100        # per attempt
 //! max_bytes = "1MiB"     # payload bytes per attempt, all follow-ups together
+//! max_depth = 20         # generations of follow-ups below a task enqueued from outside
 //! min_priority = -10     # a follow-up's priority is clamped into this range
 //! max_priority = 0       # (default: up to the type's own priority)
 //!
@@ -70,8 +71,8 @@ use std::time::Duration;
 use super::policy::{DEFAULT_MAX_SNOOZES, Defaults, MAX_SNOOZES, Policy};
 use crate::backoff::Backoff;
 use crate::sandbox::capabilities::{
-    Capabilities, DEFAULT_ENQUEUE_BYTES, DEFAULT_ENQUEUE_TASKS, EnqueueGrant, GrantedDir,
-    MAX_ENQUEUE_TASKS,
+    Capabilities, DEFAULT_ENQUEUE_BYTES, DEFAULT_ENQUEUE_DEPTH, DEFAULT_ENQUEUE_TASKS,
+    EnqueueGrant, GrantedDir, MAX_ENQUEUE_DEPTH, MAX_ENQUEUE_TASKS,
 };
 use crate::sandbox::grants::{self, GrantsRoot};
 
@@ -131,6 +132,7 @@ pub struct EnqueueSection {
     pub allow: Vec<String>,
     pub max_tasks: Option<u32>,
     pub max_bytes: Option<ByteSize>,
+    pub max_depth: Option<u32>,
     pub min_priority: Option<i32>,
     pub max_priority: Option<i32>,
 }
@@ -265,6 +267,14 @@ impl Manifest {
                     "enqueue.max_tasks = {max}: use 1 to {MAX_ENQUEUE_TASKS}; an empty allow list enqueues nothing"
                 ));
             }
+            if let Some(max) = enqueue
+                .max_depth
+                .filter(|m| !(1..=MAX_ENQUEUE_DEPTH).contains(m))
+            {
+                return Err(format!(
+                    "enqueue.max_depth = {max}: use 1 to {MAX_ENQUEUE_DEPTH} (generations of follow-ups below a task enqueued from outside)"
+                ));
+            }
             if let (Some(min), Some(max)) = (enqueue.min_priority, enqueue.max_priority)
                 && min > max
             {
@@ -370,8 +380,8 @@ impl Manifest {
 
     /// The `[enqueue]` table over its defaults: nothing allowed; at most
     /// [`DEFAULT_ENQUEUE_TASKS`] follow-ups and [`DEFAULT_ENQUEUE_BYTES`] of payload per attempt
-    /// (one payload is never more than the host's `max_payload` either); priorities up to the
-    /// type's own.
+    /// (one payload is never more than the host's `max_payload` either), [`DEFAULT_ENQUEUE_DEPTH`]
+    /// generations deep; priorities up to the type's own.
     fn enqueue_grant(&self) -> Result<EnqueueGrant, String> {
         let section = self.enqueue.clone().unwrap_or_default();
         let own = self.priority.unwrap_or(0);
@@ -386,6 +396,7 @@ impl Manifest {
             allow: section.allow,
             max_tasks: section.max_tasks.unwrap_or(DEFAULT_ENQUEUE_TASKS),
             max_bytes: section.max_bytes.map_or(DEFAULT_ENQUEUE_BYTES, |b| b.0),
+            max_depth: section.max_depth.unwrap_or(DEFAULT_ENQUEUE_DEPTH),
             min_priority,
             max_priority,
         })
@@ -472,6 +483,8 @@ mod tests {
             ("memory = \"64GiB\"", "memory"),
             ("[enqueue]\nmax_tasks = 0", "enqueue.max_tasks"),
             ("[enqueue]\nmax_tasks = 100000", "enqueue.max_tasks"),
+            ("[enqueue]\nmax_depth = 0", "enqueue.max_depth"),
+            ("[enqueue]\nmax_depth = 100001", "enqueue.max_depth"),
             ("[enqueue]\nallow = [\"../x\"]", "enqueue.allow"),
             (
                 "[enqueue]\nmin_priority = 5\nmax_priority = 1",
@@ -520,10 +533,13 @@ mod tests {
         assert_eq!(none, EnqueueGrant::default());
         assert!(!none.permits("notify"));
         let some = resolve(
-            "priority = 7\n[enqueue]\nallow = [\"notify\"]\nmax_tasks = 5\nmax_bytes = \"4KiB\"\n",
+            "priority = 7\n[enqueue]\nallow = [\"notify\"]\nmax_tasks = 5\nmax_bytes = \"4KiB\"\nmax_depth = 3\n",
         );
         assert!(some.permits("notify") && !some.permits("report"));
-        assert_eq!((some.max_tasks, some.max_bytes), (5, 4096));
+        assert_eq!(
+            (some.max_tasks, some.max_bytes, some.max_depth),
+            (5, 4096, 3)
+        );
         assert_eq!((some.min_priority, some.max_priority), (i32::MIN, 7));
         let ranged = resolve("[enqueue]\nallow = [\"a\"]\nmin_priority = -3\nmax_priority = 3\n");
         assert_eq!((ranged.min_priority, ranged.max_priority), (-3, 3));

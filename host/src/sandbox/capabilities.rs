@@ -16,6 +16,14 @@ pub const DEFAULT_ENQUEUE_TASKS: u32 = 100;
 pub const MAX_ENQUEUE_TASKS: u32 = 10_000;
 /// Default of `[enqueue] max_bytes`: follow-up payload bytes per attempt.
 pub const DEFAULT_ENQUEUE_BYTES: usize = 1 << 20;
+/// Default of `[enqueue] max_depth`: how many follow-ups deep a chain may go below a task
+/// enqueued from outside. The per-attempt quota bounds each generation; this bounds how many
+/// generations there are, so a type allowed to enqueue itself makes at most
+/// `max_tasks ^ max_depth` tasks from one root instead of growing without end.
+pub const DEFAULT_ENQUEUE_DEPTH: u32 = 20;
+/// The largest `[enqueue] max_depth` (a chain of one follow-up per task, such as paging through
+/// a long listing, may need many).
+pub const MAX_ENQUEUE_DEPTH: u32 = 100_000;
 
 /// What a handler may reach beyond its own memory; empty means nothing.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
@@ -41,6 +49,9 @@ pub struct EnqueueGrant {
     pub max_tasks: u32,
     /// Most payload bytes one attempt may enqueue, all its follow-ups together.
     pub max_bytes: usize,
+    /// The deepest a follow-up may be ([`crate::task::Task::depth`]): a task at this depth
+    /// may enqueue none.
+    pub max_depth: u32,
     /// A follow-up's priority is clamped into `min_priority..=max_priority`.
     pub min_priority: i32,
     pub max_priority: i32,
@@ -53,6 +64,7 @@ impl Default for EnqueueGrant {
             allow: Vec::new(),
             max_tasks: DEFAULT_ENQUEUE_TASKS,
             max_bytes: DEFAULT_ENQUEUE_BYTES,
+            max_depth: DEFAULT_ENQUEUE_DEPTH,
             min_priority: i32::MIN,
             max_priority: 0,
         }

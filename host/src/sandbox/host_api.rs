@@ -8,8 +8,9 @@
 //!
 //! Follow-up tasks are the manifest's to allow (`[enqueue]`, see
 //! [`super::capabilities::EnqueueGrant`]): a type not on the allow list, a call past the
-//! attempt's count or payload quota, or an idempotency key too long is answered with an error
-//! the guest sees; a priority outside the type's range is clamped into it; and a key the guest
+//! attempt's count or payload quota, a follow-up deeper than the chain may go (`max_depth`
+//! generations below a task enqueued from outside), or an idempotency key too long is
+//! answered with an error the guest sees; a priority outside the type's range is clamped into it; and a key the guest
 //! chooses is stored as `guest:{its type}:{key}`, a namespace of its own, so that no guest can
 //! take over an idempotency key that callers (or other types) use.
 
@@ -58,6 +59,8 @@ pub struct FollowUp {
     pub max_retry: Option<u32>,
     /// Always set: the guest's key, or one derived from the parent.
     pub idempotency_key: String,
+    /// One more than the parent's depth.
+    pub depth: u32,
 }
 
 /// Durable services behind the host imports; the worker implements them with the store.
@@ -93,6 +96,8 @@ pub(super) struct AttemptContext {
     enqueued_tasks: u32,
     enqueued_bytes: usize,
     effects_recorded: u32,
+    /// The running task's depth: its follow-ups are one deeper.
+    depth: u32,
     /// Calls that reached the database so far ([`MAX_DATABASE_CALLS_PER_ATTEMPT`]).
     database_calls: u32,
 }
@@ -104,6 +109,7 @@ impl AttemptContext {
         services: Arc<dyn TaskServices>,
         log: TaskLog,
         enqueue: EnqueueGrant,
+        depth: u32,
     ) -> Self {
         AttemptContext {
             task_id,
@@ -115,6 +121,7 @@ impl AttemptContext {
             enqueued_tasks: 0,
             enqueued_bytes: 0,
             effects_recorded: 0,
+            depth,
             database_calls: 0,
         }
     }
@@ -151,6 +158,12 @@ impl AttemptContext {
                     grant.allow.join(", ")
                 )
             });
+        }
+        if self.depth >= grant.max_depth {
+            return Err(format!(
+                "enqueue denied: this task is {} follow-ups deep, the deepest a chain of follow-ups below a task enqueued from outside may go for `{own}` ([enqueue] max_depth = {})",
+                self.depth, grant.max_depth
+            ));
         }
         if self.enqueued_tasks >= grant.max_tasks {
             return Err(format!(
@@ -340,6 +353,7 @@ impl Host for HostState {
             delay_seconds: options.delay_seconds,
             max_retry: options.max_retry,
             idempotency_key: key.unwrap_or_else(|| derived_key(&ctx.task_type, ctx.task_id, n)),
+            depth: ctx.depth.saturating_add(1),
         };
         ctx.services
             .enqueue(follow_up)
@@ -399,6 +413,7 @@ mod tests {
             Arc::new(NoServices),
             TaskLog::new(100),
             grant,
+            0,
         )
     }
 
@@ -439,11 +454,42 @@ mod tests {
     }
 
     #[test]
+    fn a_chain_of_follow_ups_ends_at_its_depth_limit() {
+        let grant = EnqueueGrant {
+            allow: vec!["fork".into()],
+            max_depth: 3,
+            ..EnqueueGrant::default()
+        };
+        let at_depth = |depth| AttemptContext {
+            depth,
+            ..context(grant.clone())
+        };
+        assert!(
+            at_depth(0)
+                .admit("fork", "{}", &options(None, None))
+                .is_ok()
+        );
+        assert!(
+            at_depth(2)
+                .admit("fork", "{}", &options(None, None))
+                .is_ok()
+        );
+        let denied = at_depth(3)
+            .admit("fork", "{}", &options(None, None))
+            .unwrap_err();
+        assert!(
+            denied.contains("3 follow-ups deep") && denied.contains("max_depth = 3"),
+            "{denied}"
+        );
+    }
+
+    #[test]
     fn follow_ups_have_quotas_a_priority_range_and_their_own_keys() {
         let mut ctx = context(EnqueueGrant {
             allow: vec!["notify".into()],
             max_tasks: 2,
             max_bytes: 10,
+            max_depth: 1,
             min_priority: -5,
             max_priority: 5,
         });

@@ -135,6 +135,9 @@ pub struct TaskInfo {
     pub attempt: u32,
     pub max_attempts: u32,
     pub idempotency_key: Option<String>,
+    /// How many follow-ups deep the task is (the host's to know: it bounds the follow-ups
+    /// the attempt may enqueue, and is not part of the guest's `task-info`).
+    pub depth: u32,
 }
 
 /// How an attempt ended, with what it printed.
@@ -487,6 +490,7 @@ impl Sandbox {
                 services,
                 log.clone(),
                 limits.capabilities.enqueue.clone(),
+                task.depth,
             ),
         };
         let mut store = Store::new(&self.engine, state);

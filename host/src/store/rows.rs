@@ -35,6 +35,7 @@ pub struct TaskRow {
     pub progress_note: Option<String>,
     pub plugin_version: Option<String>,
     pub log: Option<String>,
+    pub depth: i64,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -63,6 +64,7 @@ impl TaskRow {
             progress_note: row.opt_text("progress_note")?,
             plugin_version: row.opt_text("plugin_version")?,
             log: row.opt_text("log")?,
+            depth: row.int("depth")?,
             created_at: row.int("created_at")?,
             updated_at: row.int("updated_at")?,
         })
@@ -109,6 +111,7 @@ impl TryFrom<TaskRow> for Task {
             progress_note: row.progress_note,
             plugin_version: row.plugin_version,
             log: row.log,
+            depth: number("depth", row.depth)?,
             created_at: time_from_millis(id, row.created_at)?,
             updated_at: time_from_millis(id, row.updated_at)?,
         })
@@ -169,6 +172,7 @@ mod tests {
             progress_note: None,
             plugin_version: None,
             log: None,
+            depth: 0,
             created_at: 0,
             updated_at: 0,
         }

@@ -22,7 +22,7 @@ use crate::task::Status;
 const COLUMNS: &str = "id, task_type, payload, status, priority, retry_count, max_retry, \
      next_run_at, idempotency_key, lease_owner, lease_expires_at, attempted_at, finished_at, \
      last_error, result, progress, progress_note, plugin_version, created_at, updated_at, log, \
-     attempts, snoozes";
+     attempts, snoozes, depth";
 
 /// `(2, 4)`: the codes of `statuses`, for an `IN`.
 fn code_list(statuses: &[Status]) -> String {

@@ -125,7 +125,7 @@ async fn insert_chunk(
         }
         let mut insert = QueryBuilder::<MySql>::new(
             "INSERT INTO async_task (task_type, payload, priority, max_retry, next_run_at, idempotency_key, \
-             lease_owner, created_at, updated_at) ",
+             depth, lease_owner, created_at, updated_at) ",
         );
         // One row needs no marker: LAST_INSERT_ID() is its id.
         let marked = inserting.len() > 1;
@@ -137,6 +137,7 @@ async fn insert_chunk(
                 .push_bind(task.max_retry)
                 .push_bind(millis(task.run_at))
                 .push_bind(task.idempotency_key.as_deref().map(str::as_bytes))
+                .push_bind(task.depth)
                 .push_bind(marked.then(|| format!("{marker}{i}")))
                 .push_bind(now)
                 .push_bind(now);
@@ -283,6 +284,7 @@ mod tests {
             max_retry: 0,
             run_at: Utc::now(),
             idempotency_key: None,
+            depth: 0,
         }
     }
 

@@ -17,7 +17,7 @@ use crate::task::Status;
 pub const TASK_COLUMNS: &str = "t.id, t.task_type, CAST(t.payload AS CHAR) AS payload, t.status, t.priority, \
      t.retry_count, t.max_retry, t.attempts, t.next_run_at, t.idempotency_key, t.lease_owner, \
      t.lease_expires_at, t.attempted_at, t.finished_at, t.last_error, t.result, t.progress, \
-     t.progress_note, t.plugin_version, t.log, t.created_at, t.updated_at";
+     t.progress_note, t.plugin_version, t.log, t.depth, t.created_at, t.updated_at";
 
 pub use super::super::encoding::{millis, sql_codes_where as codes_where, time_from_millis};
 

@@ -67,6 +67,7 @@ fn task(task_type: &str, run_at: DateTime<Utc>) -> NewTask {
         max_retry: 1,
         run_at,
         idempotency_key: None,
+        depth: 0,
     }
 }
 

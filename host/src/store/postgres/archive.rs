@@ -17,7 +17,7 @@ use crate::task::Status;
 const COLUMNS: &str = "id, task_type, payload, status, priority, retry_count, max_retry, \
      attempts, next_run_at, idempotency_key, lease_owner, lease_expires_at, attempted_at, \
      finished_at, last_error, result, progress, progress_note, plugin_version, log, created_at, \
-     updated_at, snoozes";
+     updated_at, snoozes, depth";
 
 fn codes(statuses: &[Status]) -> Vec<i16> {
     statuses.iter().map(|s| status_code(*s)).collect()

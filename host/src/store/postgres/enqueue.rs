@@ -27,19 +27,21 @@ use crate::task::{Enqueued, NewTask, Task};
 pub(super) const CHUNK: usize = 1_000;
 
 /// Inserts one chunk. Parameters: one array per column ($1 task types, $2 payloads, $3
-/// priorities, $4 max retries, $5 due times, $6 idempotency keys), $7 now. Returns the inserted
+/// priorities, $4 max retries, $5 due times, $6 idempotency keys, $7 depths), $8 now. Returns the inserted
 /// rows, each with `ord`, its input's 1-based position.
 const INSERT: &str = concat!(
     "WITH input AS MATERIALIZED ( \
          SELECT i.*, nextval('async_task_id_seq') AS new_id \
-         FROM UNNEST($1::text[], $2::text[], $3::integer[], $4::bigint[], $5::bigint[], $6::text[]) \
-              WITH ORDINALITY AS i(task_type, payload, priority, max_retry, next_run_at, idempotency_key, ord) \
+         FROM UNNEST($1::text[], $2::text[], $3::integer[], $4::bigint[], $5::bigint[], $6::text[], \
+                     $7::integer[]) \
+              WITH ORDINALITY AS i(task_type, payload, priority, max_retry, next_run_at, idempotency_key, \
+                                   depth, ord) \
      ), inserted AS ( \
          INSERT INTO async_task (id, task_type, payload, priority, max_retry, next_run_at, \
-                                 idempotency_key, created_at, updated_at) \
+                                 idempotency_key, depth, created_at, updated_at) \
          OVERRIDING SYSTEM VALUE \
          SELECT new_id, task_type, payload::json, priority, max_retry, next_run_at, \
-                idempotency_key, $7, $7 \
+                idempotency_key, depth, $8, $8 \
          FROM input ORDER BY ord \
          ON CONFLICT (task_type, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING \
          RETURNING ",
@@ -96,6 +98,7 @@ async fn enqueue_chunk(
         .bind(column(chunk, |t| i64::from(t.max_retry)))
         .bind(column(chunk, |t| millis(t.run_at)))
         .bind(column(chunk, |t| t.idempotency_key.as_deref()))
+        .bind(column(chunk, |t| t.depth.min(i32::MAX as u32) as i32))
         .bind(now)
         .fetch_all(&mut *conn)
         .await?;

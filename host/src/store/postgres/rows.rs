@@ -12,7 +12,7 @@ macro_rules! task_columns {
     () => {
         "id, task_type, payload::text AS payload, status, priority, retry_count, max_retry, \
          attempts, next_run_at, idempotency_key, lease_owner, lease_expires_at, attempted_at, \
-         finished_at, last_error, result, progress, progress_note, plugin_version, log, \
+         finished_at, last_error, result, progress, progress_note, plugin_version, log, depth, \
          created_at, updated_at"
     };
 }

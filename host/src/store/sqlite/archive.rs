@@ -16,7 +16,7 @@ use crate::task::Status;
 const COLUMNS: &str = "id, task_type, payload, status, priority, retry_count, max_retry, \
      next_run_at, idempotency_key, lease_owner, lease_expires_at, attempted_at, finished_at, \
      last_error, result, progress, progress_note, plugin_version, created_at, updated_at, log, \
-     attempts, snoozes";
+     attempts, snoozes, depth";
 
 fn codes_json(statuses: &[Status]) -> String {
     json!(statuses.iter().map(|s| status_code(*s)).collect::<Vec<_>>()).to_string()

@@ -13,7 +13,7 @@ use crate::store::rows::into_tasks;
 use crate::task::{Enqueued, NewTask, Task};
 use rusqlite::{Connection, ToSql, params, params_from_iter};
 
-/// Rows per multi-row INSERT; 8 bound values a row stays far below SQLite's variable limit.
+/// Rows per multi-row INSERT; 9 bound values a row stays far below SQLite's variable limit.
 const INSERT_CHUNK: usize = 500;
 
 /// The existing task an idempotency key names.
@@ -22,10 +22,10 @@ const BY_KEY: &str = "SELECT * FROM async_task WHERE task_type = ?1 AND idempote
 /// An insert of `rows` tasks that skips rows whose idempotency key exists and returns the rows
 /// it inserted.
 fn insert_sql(rows: usize) -> String {
-    let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?)"; rows].join(", ");
+    let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?)"; rows].join(", ");
     format!(
         "INSERT INTO async_task (task_type, payload, priority, max_retry, next_run_at, \
-         idempotency_key, created_at, updated_at) VALUES {values} \
+         idempotency_key, depth, created_at, updated_at) VALUES {values} \
          ON CONFLICT DO NOTHING RETURNING *"
     )
 }
@@ -68,7 +68,7 @@ pub(super) fn write(
     let mut results = Vec::with_capacity(tasks.len());
     for chunk in tasks.chunks(INSERT_CHUNK) {
         let run_at: Vec<i64> = chunk.iter().map(|task| millis(task.run_at)).collect();
-        let mut values: Vec<&dyn ToSql> = Vec::with_capacity(chunk.len() * 8);
+        let mut values: Vec<&dyn ToSql> = Vec::with_capacity(chunk.len() * 9);
         for (task, run_at) in chunk.iter().zip(&run_at) {
             values.extend([
                 &task.task_type as &dyn ToSql,
@@ -77,6 +77,7 @@ pub(super) fn write(
                 &task.max_retry,
                 run_at,
                 &task.idempotency_key,
+                &task.depth,
                 &now,
                 &now,
             ]);

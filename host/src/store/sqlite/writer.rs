@@ -529,6 +529,7 @@ mod tests {
             max_retry: 0,
             run_at: Utc::now() - chrono::Duration::seconds(1),
             idempotency_key: Some(key.into()),
+            depth: 0,
         }
     }
 

@@ -478,6 +478,7 @@ impl Dispatcher {
             attempt: task.attempt(),
             max_attempts: task.max_attempts(),
             idempotency_key: task.idempotency_key.clone(),
+            depth: task.depth,
         };
         let policy = &plugin.policy;
         let limits = RunLimits {

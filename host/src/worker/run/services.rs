@@ -12,6 +12,7 @@ use crate::plugins::Registry;
 use crate::plugins::policy::{DEFAULT_KV_MAX_BYTES, DEFAULT_KV_MAX_KEYS};
 use crate::sandbox::{FollowUp, ServiceError, TaskServices};
 use crate::store::{ProgressUpdate, SharedStore, StoreError};
+use crate::task::NewTask;
 
 /// [`TaskServices`] backed by the task database.
 pub struct StoreServices {
@@ -116,7 +117,10 @@ impl TaskServices for StoreServices {
             idempotency_key: Some(follow_up.idempotency_key),
         };
         let task = match prepare(request, &self.registry, self.max_payload_bytes) {
-            Ok(task) => task,
+            Ok(task) => NewTask {
+                depth: follow_up.depth,
+                ..task
+            },
             Err(reason) => return Ok(Err(reason.to_string())),
         };
         let enqueued = self

@@ -223,6 +223,7 @@ impl Scheduler {
                 .unwrap_or(self.default_max_retry),
             run_at: tick,
             idempotency_key: Some(schedule.idempotency_key(tick)),
+            depth: 0,
         }
     }
 

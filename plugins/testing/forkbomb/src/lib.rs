@@ -11,8 +11,9 @@
 //! ```
 //!
 //! The handler calls `enqueue` `copies` times (default 10) for a task of type `task_type`
-//! (default: its own type, so that every child would fork again), each with the payload
-//! `{"pad": "xxx…"}` holding `pad` `x` characters (default 0), the given `priority` (default
+//! (default: its own type, so that every child forks again with as many copies), each with the
+//! payload `{"copies": copies, "padding": "xxx…"}` holding `pad` `x` characters (default 0;
+//! `padding` is read and ignored), the given `priority` (default
 //! none) and, with `key`, the idempotency key `key` followed by the call's number (`order-0`,
 //! `order-1`, …). It keeps calling after an error.
 //!
@@ -39,6 +40,7 @@ struct Request {
     pad: usize,
     priority: Option<i32>,
     key: Option<String>,
+    padding: String,
 }
 
 impl Default for Request {
@@ -49,6 +51,7 @@ impl Default for Request {
             pad: 0,
             priority: None,
             key: None,
+            padding: String::new(),
         }
     }
 }
@@ -57,7 +60,8 @@ impl Handler for ForkBomb {
     fn handle(task: TaskInfo, payload: String) -> Result<String, Failure> {
         let request: Request = json::parse_payload(&payload)?;
         let task_type = request.task_type.unwrap_or(task.task_type);
-        let child = json::json!({ "pad": "x".repeat(request.pad) }).to_string();
+        let child = json::json!({ "copies": request.copies, "padding": "x".repeat(request.pad) })
+            .to_string();
         let mut enqueued = Vec::new();
         let mut errors: Vec<String> = Vec::new();
         for n in 0..request.copies {

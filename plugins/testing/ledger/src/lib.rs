@@ -14,7 +14,11 @@ struct Ledger;
 impl Handler for Ledger {
     fn handle(task: TaskInfo, _payload: String) -> Result<String, Failure> {
         let performed = effects::once(format!("task:{}", task.id), || Ok(()))?.is_some();
-        let effect = if performed { "performed" } else { "already done" };
+        let effect = if performed {
+            "performed"
+        } else {
+            "already done"
+        };
         json::to_result(&json::json!({ "effect": effect }))
     }
 }
