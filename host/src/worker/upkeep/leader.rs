@@ -8,11 +8,19 @@
 //! died or lost the database), any other host takes over at its next attempt after the lease
 //! ran out, so failover takes at most one lease plus one renewal interval. A host that stops
 //! gracefully resigns, so a successor takes over at once.
+//!
+//! A leader also keeps a deadline of its own on the monotonic clock: one lease after it *asked*
+//! for the renewal that succeeded (the stored lease ends one lease after the database ran the
+//! statement, which is later). Past it, [`Leadership::is_leader`] answers false even if no
+//! renewal has failed yet: a leader whose elector stalled (a hung database call, a paused
+//! process) stops acting as one by the time another host may take over, whatever its wall
+//! clock says.
 
 use chrono::Utc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::shutdown::{Shutdown, Stage};
 use crate::store::SharedStore;
@@ -25,6 +33,8 @@ pub const MAINTENANCE: &str = "maintenance";
 pub struct Leadership {
     leading: watch::Sender<bool>,
     leader: Mutex<Option<String>>,
+    /// While leading: when this host's lease surely ends, on the monotonic clock.
+    deadline: Mutex<Option<Instant>>,
 }
 
 impl Default for Leadership {
@@ -32,14 +42,21 @@ impl Default for Leadership {
         Leadership {
             leading: watch::channel(false).0,
             leader: Mutex::new(None),
+            deadline: Mutex::new(None),
         }
     }
 }
 
 impl Leadership {
-    /// Whether this host leads now.
+    /// Whether this host leads now: it won the latest election and its lease has not run out
+    /// on the local monotonic clock since.
     pub fn is_leader(&self) -> bool {
         *self.leading.borrow()
+            && self
+                .deadline
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some_and(|deadline| Instant::now() < deadline)
     }
 
     /// The leading host as last seen, if known.
@@ -55,7 +72,10 @@ impl Leadership {
         self.leading.subscribe()
     }
 
-    fn set(&self, leader: Option<String>, leading: bool) {
+    /// Records an election's answer; `until` is the local deadline of a lease this host holds.
+    fn set(&self, leader: Option<String>, until: Option<Instant>) {
+        let leading = until.is_some();
+        *self.deadline.lock().unwrap_or_else(|p| p.into_inner()) = until;
         *self.leader.lock().unwrap_or_else(|p| p.into_inner()) = leader;
         self.leading.send_if_modified(|current| {
             let changed = *current != leading;
@@ -116,6 +136,7 @@ impl Elector {
     /// leads. A database error drops the leadership (it cannot be renewed, so another host may
     /// already hold it by the time the database answers again).
     pub async fn run_once(&self) -> bool {
+        let asked = Instant::now();
         match self
             .store
             .lead(MAINTENANCE, &self.owner, Utc::now(), self.lease)
@@ -130,7 +151,8 @@ impl Elector {
                         tracing::info!(leader = %leader, "another host leads maintenance");
                     }
                 }
-                self.leadership.set(Some(leader), leading);
+                self.leadership
+                    .set(Some(leader), leading.then_some(asked + self.lease));
                 leading
             }
             Err(error) => {
@@ -139,7 +161,7 @@ impl Elector {
                         "cannot renew the maintenance leadership ({error}); stepping down"
                     );
                 }
-                self.leadership.set(None, false);
+                self.leadership.set(None, None);
                 false
             }
         }
@@ -157,12 +179,34 @@ impl Elector {
             self.run_once().await;
         }
         if self.leadership.is_leader() {
-            self.leadership.set(None, false);
+            self.leadership.set(None, None);
             if let Err(error) = self.store.resign(MAINTENANCE, &self.owner).await {
                 tracing::warn!(
                     "could not resign the maintenance leadership ({error}); another host takes over when the lease ends"
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leader_whose_lease_ran_out_locally_stops_leading() {
+        let leadership = Leadership::default();
+        assert!(!leadership.is_leader());
+        let lease = Duration::from_secs(30);
+        leadership.set(Some("me".into()), Some(Instant::now() + lease));
+        assert!(leadership.is_leader());
+        // The latest election this host won asked a whole lease ago (a stalled elector): no
+        // longer the leader, although no election said otherwise.
+        let asked = Instant::now() - lease;
+        leadership.set(Some("me".into()), Some(asked + lease));
+        assert!(!leadership.is_leader());
+        assert_eq!(leadership.leader().as_deref(), Some("me"));
+        leadership.set(Some("other".into()), None);
+        assert!(!leadership.is_leader());
     }
 }
