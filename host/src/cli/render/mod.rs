@@ -59,7 +59,7 @@ mod tests {
             "priority": -3, "attempts": 0, "retry_count": 0, "max_retry": 3,
             "next_run_at": "2026-01-02T03:04:05.123456789Z", "idempotency_key": "k",
             "result": null, "last_error": null, "progress": 50, "progress_note": "half",
-            "plugin_version": null, "log": null, "lease_owner": null, "lease_expires_at": null,
+            "plugin_version": null, "log": null, "depth": 0, "lease_owner": null, "lease_expires_at": null,
             "attempted_at": null, "finished_at": null, "created_at": "2026-01-02T03:04:05Z",
             "updated_at": "2026-01-02T03:04:05.100Z", "estimated_done_at": null,
             "archived": false, "archived_at": null,
