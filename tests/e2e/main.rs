@@ -17,6 +17,7 @@ mod attempts;
 mod capabilities;
 mod cli;
 mod client_side;
+mod clock_skew;
 mod commands;
 mod control;
 mod crash;

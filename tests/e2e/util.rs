@@ -218,7 +218,12 @@ impl Workspace {
 
     /// Starts a host on this workspace with extra `serve` flags.
     pub fn start(&self, extra: &[&str]) -> Host {
-        Host::start(self, extra)
+        Host::start(self, extra, &[])
+    }
+
+    /// Starts a host with extra `serve` flags and environment variables.
+    pub fn start_with_env(&self, extra: &[&str], env: &[(&str, &str)]) -> Host {
+        Host::start(self, extra, env)
     }
 }
 
@@ -231,7 +236,7 @@ pub struct Host {
 }
 
 impl Host {
-    fn start(ws: &Workspace, extra: &[&str]) -> Host {
+    fn start(ws: &Workspace, extra: &[&str], env: &[(&str, &str)]) -> Host {
         let stderr_log = ws.dir.path().join(format!(
             "host-{}.log",
             Instant::now().elapsed().as_nanos() ^ rand_suffix()
@@ -262,6 +267,7 @@ impl Host {
             .env("RUST_LOG", "info,spool=debug")
             .env_remove("SPOOL_API_TOKEN")
             .env_remove("SPOOL_READ_TOKEN")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr_log).unwrap())
             .spawn()

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::Fixture;
-use spool::store::ClaimRequest;
 use spool::store::alerts::{AlertRecord, ChannelOutcome, DRILL};
 use spool::store::reads::Backlog;
-use spool::task::NewTask;
+use spool::store::{ClaimRequest, Completion};
+use spool::task::{NewTask, Status};
 
 on_every_backend!(alerts:
     dead_letters_are_counted_per_type_within_a_window,
@@ -35,8 +35,8 @@ fn task(task_type: &str, run_at: DateTime<Utc>) -> NewTask {
     }
 }
 
-/// Makes `count` dead letters of `task_type` that failed at `at` (claimed, then rescued with
-/// no retry left after their lease expired).
+/// Makes `count` dead letters of `task_type` that failed at `at` (claimed, then failed with no
+/// retry left).
 async fn dead_letters(fixture: &Fixture, task_type: &str, count: usize, at: DateTime<Utc>) {
     let store = &fixture.store;
     let now = Utc::now();
@@ -55,8 +55,14 @@ async fn dead_letters(fixture: &Fixture, task_type: &str, count: usize, at: Date
         .await
         .unwrap();
     assert_eq!(claimed.len(), count);
-    let report = store.rescue_expired(at).await.unwrap();
-    assert_eq!(report.failed, count as u64);
+    let failed: Vec<_> = claimed
+        .iter()
+        .map(|task| Completion {
+            finished_at: at,
+            ..crate::contract::finished(task, "gone", Status::Failed)
+        })
+        .collect();
+    assert_eq!(store.complete(&failed).await.unwrap(), count as u64);
 }
 
 pub async fn dead_letters_are_counted_per_type_within_a_window(fixture: &Fixture) {

@@ -40,6 +40,19 @@ fn claim(limit: usize, now: DateTime<Utc>) -> ClaimRequest {
     claim_by("me", &["a", "b"], limit, now)
 }
 
+/// Ends the leases of these running tasks now, on the database's clock, and waits until they
+/// are past: what the rescuer sees when the tasks' host stopped extending them.
+pub async fn expire_leases(fixture: &Fixture, owner: &str, tasks: &[&Task]) {
+    let attempts: Vec<AttemptId> = tasks.iter().map(|task| AttemptId::of(task)).collect();
+    let extended = fixture
+        .store
+        .extend_leases(owner, &attempts, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(extended.len(), attempts.len(), "the tasks were running");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+}
+
 pub fn finished(task: &Task, owner: &str, status: Status) -> Completion {
     Completion {
         id: task.id,
@@ -325,8 +338,9 @@ pub async fn a_late_result_never_lands_on_a_newer_claim(fixture: &Fixture) {
     let first = fixture.store.claim(&claim(1, now)).await.unwrap().remove(0);
     // The first attempt's host loses its lease; the task is rescued and claimed again by the
     // same owner name (a restarted host with the same name, or this host after an outage).
-    let later = now + Span::seconds(31);
-    fixture.store.rescue_expired(later).await.unwrap();
+    expire_leases(fixture, "me", &[&first]).await;
+    fixture.store.rescue_expired().await.unwrap();
+    let later = Utc::now();
     let second = fixture
         .store
         .claim(&claim(1, later))
@@ -377,14 +391,14 @@ pub async fn rescue_counts_the_attempt_and_fails_when_none_are_left(fixture: &Fi
         .await
         .unwrap(); // max_retry 1
     let first = fixture.store.claim(&claim(1, now)).await.unwrap().remove(0);
-    let later = now + Span::seconds(31);
     assert_eq!(
-        fixture.store.rescue_expired(now).await.unwrap(),
+        fixture.store.rescue_expired().await.unwrap(),
         RescueReport::default(),
         "lease still valid"
     );
+    expire_leases(fixture, "me", &[&first]).await;
     assert_eq!(
-        fixture.store.rescue_expired(later).await.unwrap(),
+        fixture.store.rescue_expired().await.unwrap(),
         RescueReport {
             retried: 1,
             failed: 0
@@ -396,13 +410,13 @@ pub async fn rescue_counts_the_attempt_and_fails_when_none_are_left(fixture: &Fi
     assert!(rescued.lease_owner.is_none());
     let second = fixture
         .store
-        .claim(&claim(1, later))
+        .claim(&claim(1, Utc::now()))
         .await
         .unwrap()
         .remove(0);
-    let much_later = later + Span::seconds(31);
+    expire_leases(fixture, "me", &[&second]).await;
     assert_eq!(
-        fixture.store.rescue_expired(much_later).await.unwrap(),
+        fixture.store.rescue_expired().await.unwrap(),
         RescueReport {
             retried: 0,
             failed: 1
@@ -430,10 +444,11 @@ pub async fn a_completion_batch_and_a_lease_extension_on_the_same_rows_never_dea
         // Handed over in opposite orders, as a completer and a lease keeper may.
         let completions: Vec<Completion> = claimed.iter().rev().map(|t| done(t, "me")).collect();
         let attempts: Vec<AttemptId> = claimed.iter().map(AttemptId::of).collect();
-        let until = now + Span::seconds(300);
         let (completed, extended) = tokio::join!(
             other.complete(&completions),
-            fixture.store.extend_leases("me", &attempts, until)
+            fixture
+                .store
+                .extend_leases("me", &attempts, Duration::from_secs(300))
         );
         assert_eq!(completed.expect("the completion batch"), 200);
         extended.expect("the lease extension");
@@ -450,26 +465,43 @@ pub async fn leases_extend_only_for_the_claimed_attempt_and_release_is_uncounted
         .enqueue(vec![task("a", 0, now), task("a", 0, now)])
         .await
         .unwrap();
-    let claimed = fixture.store.claim(&claim(2, now)).await.unwrap();
+    // Claimed with a lease that ends at once, then extended: the rescuer leaves them alone.
+    let brief = ClaimRequest {
+        lease: Duration::ZERO,
+        ..claim(2, now)
+    };
+    let claimed = fixture.store.claim(&brief).await.unwrap();
     let attempts: Vec<AttemptId> = claimed.iter().map(AttemptId::of).collect();
-    let until = now + Span::seconds(300);
+    let lease = Duration::from_secs(300);
+    let before = Utc::now();
     let mut extended = fixture
         .store
-        .extend_leases("me", &attempts, until)
+        .extend_leases("me", &attempts, lease)
         .await
         .unwrap();
+    let after = Utc::now();
     extended.sort();
     let mut expected = attempts.clone();
     expected.sort();
     assert_eq!(extended, expected);
-    assert_eq!(
-        ms(get(fixture, claimed[0].id).await.lease_expires_at.unwrap()),
-        ms(until)
+    // Measured on the database's clock, which is this machine's here.
+    let until = get(fixture, claimed[0].id)
+        .await
+        .lease_expires_at
+        .unwrap()
+        .timestamp_millis();
+    let span = Span::seconds(300);
+    let earliest = (before + span).timestamp_millis() - 1;
+    let latest = (after + span).timestamp_millis() + 1;
+    assert!(
+        (earliest..=latest).contains(&until),
+        "the lease ends 300 s after the extension"
     );
+    tokio::time::sleep(Duration::from_millis(20)).await;
     assert!(
         fixture
             .store
-            .extend_leases("other", &attempts, until)
+            .extend_leases("other", &attempts, lease)
             .await
             .unwrap()
             .is_empty(),
@@ -482,7 +514,7 @@ pub async fn leases_extend_only_for_the_claimed_attempt_and_release_is_uncounted
     assert!(
         fixture
             .store
-            .extend_leases("me", &[stale], until)
+            .extend_leases("me", &[stale], lease)
             .await
             .unwrap()
             .is_empty(),
@@ -491,18 +523,15 @@ pub async fn leases_extend_only_for_the_claimed_attempt_and_release_is_uncounted
     assert!(
         fixture
             .store
-            .extend_leases("me", &[], until)
+            .extend_leases("me", &[], lease)
             .await
             .unwrap()
             .is_empty()
     );
     assert_eq!(
-        fixture
-            .store
-            .rescue_expired(now + Span::seconds(60))
-            .await
-            .unwrap(),
-        RescueReport::default()
+        fixture.store.rescue_expired().await.unwrap(),
+        RescueReport::default(),
+        "the extended leases run"
     );
     assert_eq!(fixture.store.release("me", &[stale]).await.unwrap(), 0);
     assert_eq!(
@@ -988,52 +1017,53 @@ pub async fn meta_set_replaces_and_every_host_reads_it(fixture: &Fixture) {
 
 pub async fn one_leader_at_a_time_with_takeover_after_expiry(fixture: &Fixture) {
     let lease = Duration::from_secs(30);
-    let now = Utc::now();
     let other = fixture.another_host().await;
     let (a, b) = tokio::join!(
-        fixture.store.lead("maintenance", "a", now, lease),
-        other.lead("maintenance", "b", now, lease)
+        fixture.store.lead("maintenance", "a", lease),
+        other.lead("maintenance", "b", lease)
     );
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_eq!(a, b, "both see the same leader");
-    let (leader, follower, follower_store) = if a == "a" {
-        ("a", "b", &other)
+    let (leader, follower, leader_store, follower_store) = if a == "a" {
+        ("a", "b", &fixture.store, &other)
     } else {
-        ("b", "a", &fixture.store)
+        ("b", "a", &other, &fixture.store)
     };
     // The leader renews; the follower cannot take over while the lease runs.
-    let soon = now + Span::seconds(10);
-    let leader_store = if leader == "a" {
-        &fixture.store
-    } else {
-        &other
-    };
     assert_eq!(
         leader_store
-            .lead("maintenance", leader, soon, lease)
+            .lead("maintenance", leader, lease)
             .await
             .unwrap(),
         leader
     );
     assert_eq!(
         follower_store
-            .lead("maintenance", follower, soon + Span::seconds(25), lease)
+            .lead("maintenance", follower, lease)
             .await
             .unwrap(),
         leader,
-        "renewed at +10 s, valid to +40 s"
+        "the lease runs"
     );
-    // Once the lease ran out, the follower takes over.
+    // A renewal that ends the lease at once: once it is past, the follower takes over.
+    assert_eq!(
+        leader_store
+            .lead("maintenance", leader, Duration::ZERO)
+            .await
+            .unwrap(),
+        leader
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
     assert_eq!(
         follower_store
-            .lead("maintenance", follower, soon + Span::seconds(31), lease)
+            .lead("maintenance", follower, lease)
             .await
             .unwrap(),
         follower
     );
     assert_eq!(
         leader_store
-            .lead("maintenance", leader, soon + Span::seconds(32), lease)
+            .lead("maintenance", leader, lease)
             .await
             .unwrap(),
         follower
@@ -1041,7 +1071,7 @@ pub async fn one_leader_at_a_time_with_takeover_after_expiry(fixture: &Fixture) 
     // Roles are independent, and resigning hands over at once.
     assert_eq!(
         leader_store
-            .lead("other-role", leader, now, lease)
+            .lead("other-role", leader, lease)
             .await
             .unwrap(),
         leader
@@ -1053,7 +1083,7 @@ pub async fn one_leader_at_a_time_with_takeover_after_expiry(fixture: &Fixture) 
     leader_store.resign("maintenance", "nobody").await.unwrap();
     assert_eq!(
         leader_store
-            .lead("maintenance", leader, soon + Span::seconds(33), lease)
+            .lead("maintenance", leader, lease)
             .await
             .unwrap(),
         leader

@@ -1,7 +1,7 @@
 //! Debian packages the build and the tests need, installed with apt-get when missing (through
 //! sudo when not root). The package index is refreshed once per run, before the first install.
-//! The C toolchain's and the browser test's packages are listed here; the database servers'
-//! are in `postgres.rs` and `mariadb.rs`.
+//! The C toolchain's, the browser test's and the clock-skew test's packages are listed here;
+//! the database servers' are in `postgres.rs` and `mariadb.rs`.
 
 use crate::process::is_root;
 use crate::run;
@@ -66,10 +66,9 @@ pub fn install(packages: &[&str], hint: &str) -> Result<()> {
     })
 }
 
-/// Installs the Debian packages C handlers need when they are missing (the tests build the C
-/// example and template). Other languages' toolchains are installed by `spool plugin build`.
-pub fn ensure_c_toolchain() -> Result<()> {
-    let missing: Vec<&str> = C_PACKAGES
+/// Installs those of `packages` that are missing; `hint` says what they are for.
+fn ensure(packages: &[&str], hint: &str) -> Result<()> {
+    let missing: Vec<&str> = packages
         .iter()
         .copied()
         .filter(|package| !installed(package))
@@ -77,22 +76,29 @@ pub fn ensure_c_toolchain() -> Result<()> {
     if missing.is_empty() {
         return Ok(());
     }
-    install(&missing, "C handlers need clang and wasi-libc")
+    install(&missing, hint)
+}
+
+/// Installs the Debian packages C handlers need when they are missing (the tests build the C
+/// example and template). Other languages' toolchains are installed by `spool plugin build`.
+pub fn ensure_c_toolchain() -> Result<()> {
+    ensure(C_PACKAGES, "C handlers need clang and wasi-libc")
 }
 
 /// Installs Chromium and chromedriver when missing: the dashboard's end-to-end test
 /// (tests/e2e/dashboard.rs) opens every page in a real browser.
 pub fn ensure_browser() -> Result<()> {
-    let missing: Vec<&str> = BROWSER_PACKAGES
-        .iter()
-        .copied()
-        .filter(|package| !installed(package))
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    install(
-        &missing,
+    ensure(
+        BROWSER_PACKAGES,
         "the dashboard's browser test needs Chromium and chromedriver",
+    )
+}
+
+/// Installs libfaketime when missing: the clock-skew test (tests/e2e/clock_skew.rs) runs a
+/// host whose clock is set ahead with it.
+pub fn ensure_faketime() -> Result<()> {
+    ensure(
+        &["libfaketime"],
+        "the clock-skew test runs a host under libfaketime",
     )
 }

@@ -129,6 +129,7 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
     }
     apt::ensure_c_toolchain()?;
     apt::ensure_browser()?;
+    apt::ensure_faketime()?;
     databases::ensure_installed()?;
     plugins::build_plugins(root)?;
     let servers = databases::SuiteServers::start(root)?;

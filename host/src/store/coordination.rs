@@ -10,11 +10,9 @@
 //! win; on SQLite the single writer serializes them.
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use std::time::Duration;
 
 use super::StoreError;
-use super::encoding::millis;
 use super::sql::{Arg, Cells, Portable, Via};
 
 /// Host-wide values and leadership.
@@ -33,16 +31,11 @@ pub trait Coordination: Send + Sync {
     /// Stores `value` under `name`, replacing what was there (the latest writer wins).
     async fn meta_set(&self, name: &str, value: &str) -> Result<(), StoreError>;
 
-    /// Takes or renews the leadership of `role` for `owner` until `now + lease`, if nobody else
-    /// holds an unexpired lease on it. Returns the leader after the attempt (`owner` when it
-    /// leads).
-    async fn lead(
-        &self,
-        role: &str,
-        owner: &str,
-        now: DateTime<Utc>,
-        lease: Duration,
-    ) -> Result<String, StoreError>;
+    /// Takes or renews the leadership of `role` for `owner` for `lease` from now, if nobody
+    /// else holds an unexpired lease on it. Returns the leader after the attempt (`owner` when
+    /// it leads). Both the lease's end and the test for an expired one are on the database's
+    /// clock, so a host whose clock runs ahead cannot take over from a leader that renews.
+    async fn lead(&self, role: &str, owner: &str, lease: Duration) -> Result<String, StoreError>;
 
     /// Gives up the leadership of `role` if `owner` holds it, so another host takes over at
     /// once instead of after the lease.
@@ -91,34 +84,30 @@ impl<S: Portable> Coordination for S {
         Ok(())
     }
 
-    async fn lead(
-        &self,
-        role: &str,
-        owner: &str,
-        now: DateTime<Utc>,
-        lease: Duration,
-    ) -> Result<String, StoreError> {
-        let until = millis(now + crate::task::chrono_duration(lease));
+    async fn lead(&self, role: &str, owner: &str, lease: Duration) -> Result<String, StoreError> {
+        let lease = super::queue::lease_ms(lease);
+        let now = self.dialect().now_ms();
         loop {
             // The row exists afterwards (ours, if there was none).
             let mut insert = self.statement(&self.dialect().insert_or_keep(
-                "INSERT INTO spool_leader (role, owner, expires_at) VALUES (?, ?, ?)",
+                &format!(
+                    "INSERT INTO spool_leader (role, owner, expires_at) VALUES (?, ?, {now} + ?)"
+                ),
                 "role",
             ));
             insert
                 .bind(Arg::Text(role))
                 .bind(Arg::Text(owner))
-                .bind(Arg::Int(until));
+                .bind(Arg::Int(lease));
             // Renew our own lease, or take over an expired one.
-            let mut take = self.statement(
-                "UPDATE spool_leader SET owner = ?, expires_at = ? \
-                 WHERE role = ? AND (owner = ? OR expires_at < ?)",
-            );
+            let mut take = self.statement(&format!(
+                "UPDATE spool_leader SET owner = ?, expires_at = {now} + ? \
+                 WHERE role = ? AND (owner = ? OR expires_at < {now})"
+            ));
             take.bind(Arg::Text(owner))
-                .bind(Arg::Int(until))
+                .bind(Arg::Int(lease))
                 .bind(Arg::Text(role))
-                .bind(Arg::Text(owner))
-                .bind(Arg::Int(millis(now)));
+                .bind(Arg::Text(owner));
             // The rows changed are no answer: MySQL counts the rows an upsert or update found,
             // not those it changed. The row says who leads.
             self.execute_all(&[insert, take]).await?;

@@ -52,9 +52,10 @@ pub struct ClaimRequest {
     pub limit: usize,
     /// Only these task types (the ones this host has a handler for).
     pub task_types: Vec<String>,
-    /// The claim time: rows due at or before it qualify.
+    /// The claim time, on the claiming host's clock: rows due at or before it qualify.
     pub now: DateTime<Utc>,
-    /// How long the lease lasts before the rescuer may take the task back.
+    /// How long the lease lasts before the rescuer may take the task back, from the moment of
+    /// the claim on the database's clock.
     pub lease: Duration,
 }
 
@@ -119,23 +120,25 @@ pub trait Queue: Send + Sync {
     /// Stores the latest progress of running tasks.
     async fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<(), StoreError>;
 
-    /// Extends the leases of these attempts, each only while its task is still running under
-    /// that claim and owner; returns the attempts that were extended (one missing from the
-    /// answer was cancelled or rescued meanwhile).
+    /// Extends the leases of these attempts to `lease` from now on the database's clock, each
+    /// only while its task is still running under that claim and owner; returns the attempts
+    /// that were extended (one missing from the answer was cancelled or rescued meanwhile).
     async fn extend_leases(
         &self,
         owner: &str,
         attempts: &[AttemptId],
-        until: DateTime<Utc>,
+        lease: Duration,
     ) -> Result<Vec<AttemptId>, StoreError>;
 
     /// Returns these attempts' tasks to pending without counting the attempt (shutdown, or a
     /// claim this host cannot run after all); only rows still running under that claim.
     async fn release(&self, owner: &str, attempts: &[AttemptId]) -> Result<u64, StoreError>;
 
-    /// Takes back running tasks whose lease expired before `now` (their host died): pending
-    /// again with the attempt counted, or failed when no retries remain.
-    async fn rescue_expired(&self, now: DateTime<Utc>) -> Result<RescueReport, StoreError>;
+    /// Takes back running tasks whose lease has expired by the database's clock (their host
+    /// died): pending again with the attempt counted, or failed when no retries remain. The
+    /// database's clock, not the caller's: a rescuing host whose clock runs ahead must not take
+    /// back tasks whose hosts are still extending their leases.
+    async fn rescue_expired(&self) -> Result<RescueReport, StoreError>;
 
     /// Sends a failed or cancelled task back to pending, due now, with a fresh retry budget.
     async fn retry(&self, id: TaskId, now: DateTime<Utc>) -> Result<Task, StoreError>;
@@ -205,6 +208,12 @@ pub fn in_lock_order<T: Clone>(batch: &[T], id: impl Fn(&T) -> i64) -> Cow<'_, [
     }
 }
 
+/// A lease length in the milliseconds every lease column counts in, for adding to the
+/// database's clock ([`super::sql::Dialect::now_ms`]).
+pub fn lease_ms(lease: Duration) -> i64 {
+    i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)
+}
+
 /// `impl Queue for $store`, by delegation to the backend's inherent methods of the same names
 /// (one per file: `enqueue.rs`, `claim.rs`, `completion.rs`, `running.rs`, `tasks.rs`). The
 /// answers to empty batches are given here, once, so a backend's methods always have work, and
@@ -266,13 +275,14 @@ macro_rules! queue_by_delegation {
                 &self,
                 owner: &str,
                 attempts: &[$crate::store::AttemptId],
-                until: chrono::DateTime<chrono::Utc>,
+                lease: std::time::Duration,
             ) -> Result<Vec<$crate::store::AttemptId>, $crate::store::StoreError> {
                 if attempts.is_empty() {
                     return Ok(Vec::new());
                 }
                 let attempts = $crate::store::queue::in_lock_order(attempts, |a| a.task);
-                $store::extend_leases(self, owner, &attempts, until).await
+                let lease = $crate::store::queue::lease_ms(lease);
+                $store::extend_leases(self, owner, &attempts, lease).await
             }
 
             async fn release(
@@ -289,9 +299,8 @@ macro_rules! queue_by_delegation {
 
             async fn rescue_expired(
                 &self,
-                now: chrono::DateTime<chrono::Utc>,
             ) -> Result<$crate::store::RescueReport, $crate::store::StoreError> {
-                $store::rescue_expired(self, now).await
+                $store::rescue_expired(self).await
             }
 
             $(

@@ -107,6 +107,11 @@ pub trait Dialect: Send + Sync {
 
     /// The task columns in the order [`super::rows::task`] reads them, for `FROM async_task`.
     fn task_columns(&self) -> &'static str;
+
+    /// The database's clock as Unix milliseconds, one value for the whole statement. Every
+    /// lease end (task leases and leadership) is written and compared on it, so hosts whose
+    /// clocks disagree still agree on when a lease runs out (docs/guarantees.md).
+    fn now_ms(&self) -> &'static str;
 }
 
 /// A statement under construction: text with `?` for each value, and the values.
@@ -402,6 +407,9 @@ mod tests {
         fn task_columns(&self) -> &'static str {
             "*"
         }
+        fn now_ms(&self) -> &'static str {
+            "0"
+        }
     }
 
     struct Questions;
@@ -431,6 +439,9 @@ mod tests {
         }
         fn task_columns(&self) -> &'static str {
             "*"
+        }
+        fn now_ms(&self) -> &'static str {
+            "0"
         }
     }
 

@@ -25,6 +25,7 @@ use sqlx::{MySql, Row};
 use std::sync::LazyLock;
 
 use super::MySqlStore;
+use super::dialect::DB_NOW_MS;
 use super::padded;
 use super::rows::{self, TASK_COLUMNS, Text, millis, status_code};
 use crate::store::{ClaimRequest, StoreError};
@@ -39,7 +40,8 @@ use crate::task::{Status, Task, TaskId};
 fn claim_select_sql(types: usize) -> String {
     let placeholders = padded::placeholders(types.max(1));
     format!(
-        "SELECT {TASK_COLUMNS} FROM async_task AS t FORCE INDEX (async_task_dispatch) \
+        "SELECT {TASK_COLUMNS}, {DB_NOW_MS} AS db_now_ms \
+         FROM async_task AS t FORCE INDEX (async_task_dispatch) \
          WHERE status = 0 AND next_run_at <= ? AND task_type IN ({placeholders}) \
          ORDER BY priority DESC, next_run_at, id \
          LIMIT ? FOR UPDATE SKIP LOCKED"
@@ -116,14 +118,20 @@ impl MySqlStore {
     pub(super) async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError> {
         // Times as stored (whole milliseconds), so the tasks returned equal the rows.
         let now = millis(request.now);
-        let lease_until = millis(request.now + crate::task::chrono_duration(request.lease));
         let as_stored = |ms: i64| DateTime::from_timestamp_millis(ms).expect("a time in range");
-        let (at, until) = (as_stored(now), as_stored(lease_until));
         let mut tx = self.pool.begin().await?;
 
         let rows: Vec<MySqlRow> = bind_claim(&claim_select_sql(request.task_types.len()), request)
             .fetch_all(&mut *tx)
             .await?;
+        // The lease runs from the SELECT's moment on the server's clock (one value per row).
+        let lease_until = match rows.first() {
+            Some(row) => row
+                .try_get::<i64, _>("db_now_ms")?
+                .saturating_add(crate::store::queue::lease_ms(request.lease)),
+            None => return Ok(Vec::new()),
+        };
+        let (at, until) = (as_stored(now), as_stored(lease_until));
         let mut claimed = Vec::with_capacity(rows.len());
         for row in &rows {
             match rows::decode(row)? {

@@ -12,6 +12,13 @@ use super::rows::{TASK_COLUMNS, Text};
 use crate::store::StoreError;
 use crate::store::sql::{Arg, Cells, Column, Dialect, Via, sqlx_portable};
 
+/// The server's clock as Unix milliseconds, from the statement's start (both functions answer
+/// for that one instant): whole seconds from `UNIX_TIMESTAMP()`, which no session time zone
+/// changes, and the milliseconds from the current time's fraction, as the column defaults
+/// compute it (migration 0001). Signed, so it reads back as an `i64`.
+pub(super) const DB_NOW_MS: &str =
+    "CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(CURRENT_TIMESTAMP(6)) DIV 1000 AS SIGNED)";
+
 /// MySQL's dialect: `?` placeholders, lists spelled out one placeholder per id, indexes named
 /// with `FORCE INDEX`, `CONCAT` for text, upserts with `ON DUPLICATE KEY UPDATE`.
 pub struct MySqlDialect;
@@ -71,6 +78,10 @@ impl Dialect for MySqlDialect {
 
     fn task_columns(&self) -> &'static str {
         PLAIN_TASK_COLUMNS.as_str()
+    }
+
+    fn now_ms(&self) -> &'static str {
+        DB_NOW_MS
     }
 }
 

@@ -15,10 +15,11 @@
 //! that value counts the rows matched, not only those whose values changed; every fenced write
 //! here changes the rows it matches anyway (the status or the lease time moves).
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde_json::json;
 
 use super::MySqlStore;
+use super::dialect::DB_NOW_MS;
 use super::history::{self, Ended, RUNNING_COLUMNS, Running};
 use super::rows::millis;
 use crate::store::history::Outcome;
@@ -60,15 +61,16 @@ impl MySqlStore {
         &self,
         owner: &str,
         attempts: &[AttemptId],
-        until: DateTime<Utc>,
+        lease_ms: i64,
     ) -> Result<Vec<AttemptId>, StoreError> {
         let list = serde_json::to_string(attempts).expect("attempts serialize");
         let mut tx = self.pool.begin().await?;
         sqlx::query(&format!(
-            "UPDATE {ATTEMPTS_TABLE} SET t.lease_expires_at = ? WHERE t.status = 1 AND t.lease_owner = ?"
+            "UPDATE {ATTEMPTS_TABLE} SET t.lease_expires_at = {DB_NOW_MS} + ? \
+             WHERE t.status = 1 AND t.lease_owner = ?"
         ))
         .bind(&list)
-        .bind(millis(until))
+        .bind(lease_ms)
         .bind(owner)
         .execute(&mut *tx)
         .await?;
@@ -120,22 +122,25 @@ impl MySqlStore {
         Ok(outcome.rows_affected())
     }
 
-    pub(super) async fn rescue_expired(
-        &self,
-        now: DateTime<Utc>,
-    ) -> Result<RescueReport, StoreError> {
+    pub(super) async fn rescue_expired(&self) -> Result<RescueReport, StoreError> {
         // Two statements, one per outcome, so each count is its statement's affected rows and no
         // SET clause reads a column another assignment of the same statement changed (MySQL
         // applies assignments left to right, each seeing the ones before it). Both walk the
         // lease index; a row with retries left is pending again after the first, so the second
         // only meets rows without.
-        let now = millis(now);
+        //
+        // Expired by the server's clock, read once so that the attempts recorded and the rows
+        // changed are the same; the times written are this host's, as every write's.
+        let now = millis(Utc::now());
         let mut tx = self.pool.begin().await?;
+        let (server_now,): (i64,) = sqlx::query_as(&format!("SELECT {DB_NOW_MS}"))
+            .fetch_one(&mut *tx)
+            .await?;
         let expired: Vec<Running> = sqlx::query_as(&format!(
             "SELECT {RUNNING_COLUMNS} FROM async_task AS t \
              WHERE t.status = 1 AND t.lease_expires_at < ? FOR UPDATE"
         ))
-        .bind(now)
+        .bind(server_now)
         .fetch_all(&mut *tx)
         .await?;
         let ended: Vec<Ended> = expired
@@ -160,7 +165,7 @@ impl MySqlStore {
             .bind(now)
             .bind(LEASE_EXPIRED)
             .bind(now)
-            .bind(now)
+            .bind(server_now)
             .execute(&mut *tx)
             .await?
             .rows_affected();

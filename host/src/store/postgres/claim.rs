@@ -16,6 +16,7 @@
 use chrono::Utc;
 
 use super::PgStore;
+use super::dialect::db_now_ms;
 use super::rows::{TaskRow, column, millis, storable, task_columns};
 use crate::store::{ClaimRequest, StoreError};
 use crate::task::Task;
@@ -32,10 +33,13 @@ macro_rules! claim_candidates {
     };
 }
 
-/// Leases the candidates. Parameters as [`claim_candidates!`], then $4 owner, $5 lease end.
+/// Leases the candidates. Parameters as [`claim_candidates!`], then $4 owner, $5 lease length
+/// (ms, from now on the server's clock).
 const CLAIM: &str = concat!(
     "UPDATE async_task SET status = 1, attempts = attempts + 1, lease_owner = $4, \
-         lease_expires_at = $5, attempted_at = $1, updated_at = $1, \
+         lease_expires_at = ",
+    db_now_ms!(),
+    " + $5, attempted_at = $1, updated_at = $1, \
          progress = NULL, progress_note = NULL \
      WHERE id IN (",
     claim_candidates!(),
@@ -61,14 +65,14 @@ struct Unreadable {
 impl PgStore {
     pub(super) async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Task>, StoreError> {
         let now = millis(request.now);
-        let lease_until = millis(request.now + crate::task::chrono_duration(request.lease));
+        let lease = crate::store::queue::lease_ms(request.lease);
         let limit = i64::try_from(request.limit).unwrap_or(i64::MAX);
         let mut rows: Vec<TaskRow> = sqlx::query_as(CLAIM)
             .bind(now)
             .bind(&request.task_types)
             .bind(limit)
             .bind(&request.owner)
-            .bind(lease_until)
+            .bind(lease)
             .fetch_all(&self.pool)
             .await?;
         rows.sort_by(|a, b| {

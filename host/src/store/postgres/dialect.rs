@@ -9,6 +9,16 @@ use super::rows::{storable, task_columns};
 use crate::store::StoreError;
 use crate::store::sql::{Arg, Cells, Column, Dialect, Via, sqlx_portable};
 
+/// The server's clock as Unix milliseconds: the time the statement began, the same for every
+/// row it touches. `statement_timestamp()` is stable within a statement, so a comparison with
+/// it can walk an index (the volatile `spool_now_ms()` of the column defaults could not).
+macro_rules! db_now_ms {
+    () => {
+        "(floor(extract(epoch FROM statement_timestamp()) * 1000))::bigint"
+    };
+}
+pub(super) use db_now_ms;
+
 /// PostgreSQL's dialect: `$n` placeholders, lists bound as arrays, no index hints (the
 /// planner has statistics), upserts with `ON CONFLICT`.
 pub struct PgDialect;
@@ -36,6 +46,10 @@ impl Dialect for PgDialect {
 
     fn task_columns(&self) -> &'static str {
         task_columns!()
+    }
+
+    fn now_ms(&self) -> &'static str {
+        db_now_ms!()
     }
 }
 

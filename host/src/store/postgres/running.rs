@@ -4,9 +4,10 @@
 //! owner and claim the write names). Releases and rescues record the attempts they end in the
 //! attempt history in that same statement.
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 
 use super::PgStore;
+use super::dialect::db_now_ms;
 use super::rows::{column, millis, status_code, storable};
 use crate::store::history::{KEPT_ATTEMPTS, Outcome};
 use crate::store::{AttemptId, ProgressUpdate, RescueReport, StoreError};
@@ -37,17 +38,19 @@ impl PgStore {
         &self,
         owner: &str,
         attempts: &[AttemptId],
-        until: DateTime<Utc>,
+        lease_ms: i64,
     ) -> Result<Vec<AttemptId>, StoreError> {
-        let rows: Vec<(i64, i64)> = sqlx::query_as(
-            "UPDATE async_task SET lease_expires_at = $2 \
+        let rows: Vec<(i64, i64)> = sqlx::query_as(concat!(
+            "UPDATE async_task SET lease_expires_at = ",
+            db_now_ms!(),
+            " + $2 \
              FROM UNNEST($3::bigint[], $4::bigint[]) AS a(id, attempt) \
              WHERE async_task.id = a.id AND async_task.attempts = a.attempt \
                AND async_task.status = 1 AND async_task.lease_owner = $1 \
-             RETURNING async_task.id, async_task.attempts",
-        )
+             RETURNING async_task.id, async_task.attempts"
+        ))
         .bind(owner)
-        .bind(millis(until))
+        .bind(lease_ms)
         .bind(column(attempts, |a| a.task))
         .bind(column(attempts, |a| i64::from(a.attempt)))
         .fetch_all(&self.pool)
@@ -88,18 +91,18 @@ impl PgStore {
         Ok(released as u64)
     }
 
-    pub(super) async fn rescue_expired(
-        &self,
-        now: DateTime<Utc>,
-    ) -> Result<RescueReport, StoreError> {
+    pub(super) async fn rescue_expired(&self) -> Result<RescueReport, StoreError> {
+        // Expired by the server's clock; the times written are this host's, as every write's.
         // SET expressions see the row as it was before the update, so `retry_count < max_retry`
         // asks whether the expired attempt had a retry left: then a retry is scheduled. SKIP
         // LOCKED: a row a completion is writing right now is that completion's; the next pass
         // sees how it ended. The locked rows, as they were, are the attempts' records.
-        let statuses: Vec<(i16,)> = sqlx::query_as(
+        let statuses: Vec<(i16,)> = sqlx::query_as(concat!(
             "WITH expired AS ( \
                  SELECT id, attempts, lease_owner, attempted_at FROM async_task \
-                 WHERE status = 1 AND lease_expires_at < $1 FOR UPDATE SKIP LOCKED), \
+                 WHERE status = 1 AND lease_expires_at < ",
+            db_now_ms!(),
+            " FOR UPDATE SKIP LOCKED), \
              rescued AS ( \
                  UPDATE async_task SET \
                      status = CASE WHEN retry_count < max_retry THEN 0 ELSE 3 END, \
@@ -116,9 +119,9 @@ impl PgStore {
              trimmed AS (DELETE FROM async_task_attempt AS h USING expired \
                  WHERE expired.attempts > $4 + 1 AND h.task_id = expired.id \
                    AND h.attempt BETWEEN 2 AND expired.attempts - $4) \
-             SELECT status FROM rescued",
-        )
-        .bind(millis(now))
+             SELECT status FROM rescued"
+        ))
+        .bind(millis(Utc::now()))
         .bind(LEASE_EXPIRED)
         .bind(Outcome::Rescued.code() as i16)
         .bind(i64::from(KEPT_ATTEMPTS))

@@ -8,6 +8,7 @@ use super::SqliteStore;
 use super::rows::task_rows;
 use super::writer::Claimed;
 use crate::store::encoding::millis;
+use crate::store::queue::lease_ms;
 use crate::store::rows::TaskRow;
 use crate::store::{ClaimRequest, StoreError};
 use crate::task::Task;
@@ -74,7 +75,8 @@ pub(super) fn write(
     request: &ClaimRequest,
 ) -> Result<Claimed, StoreError> {
     let now = millis(request.now);
-    let lease_until = millis(request.now + crate::task::chrono_duration(request.lease));
+    // The lease runs from now on the machine's clock, the one every rescue compares with.
+    let lease_until = millis(chrono::Utc::now()).saturating_add(lease_ms(request.lease));
     let mut statement = connection.prepare_cached(CLAIM)?;
     task_rows(statement.query(params![
         request.owner,

@@ -39,6 +39,11 @@ impl Dialect for SqliteDialect {
     fn task_columns(&self) -> &'static str {
         "*"
     }
+
+    fn now_ms(&self) -> &'static str {
+        // The machine's clock, which every host of one SQLite file shares.
+        "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+    }
 }
 
 fn bind<'q>(

@@ -3,7 +3,7 @@
 //! a row changes only while it still runs under the lease owner and claim the write names.
 //! Releases and rescues record the attempts they end in the same transaction (`history.rs`).
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde_json::json;
 
 use super::SqliteStore;
@@ -34,7 +34,7 @@ impl SqliteStore {
         &self,
         owner: &str,
         attempts: &[AttemptId],
-        until: DateTime<Utc>,
+        lease_ms: i64,
     ) -> Result<Vec<AttemptId>, StoreError> {
         let rows: Vec<(i64, i64)> = sqlx::query_as(
             "UPDATE async_task NOT INDEXED SET lease_expires_at = ?2 \
@@ -44,7 +44,7 @@ impl SqliteStore {
              RETURNING async_task.id, async_task.attempts",
         )
         .bind(owner)
-        .bind(millis(until))
+        .bind(millis(Utc::now()).saturating_add(lease_ms))
         .bind(json!(attempts).to_string())
         .fetch_all(&self.writer)
         .await?;
@@ -76,10 +76,9 @@ impl SqliteStore {
         Ok(outcome.rows_affected())
     }
 
-    pub(super) async fn rescue_expired(
-        &self,
-        now: DateTime<Utc>,
-    ) -> Result<RescueReport, StoreError> {
+    pub(super) async fn rescue_expired(&self) -> Result<RescueReport, StoreError> {
+        // Every host of one SQLite file shares the machine's clock: the database's clock.
+        let now = Utc::now();
         // SET expressions see the row as it was before the update, so `retry_count < max_retry`
         // asks whether the expired attempt had a retry left: then a retry is scheduled.
         let mut tx = self.writer.begin().await?;

@@ -3,7 +3,6 @@
 //! are no longer leased to it (cancelled through another host's API, or rescued after this
 //! host lost the database for too long) and interrupts their attempts.
 
-use chrono::Utc;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +10,6 @@ use std::time::Duration;
 use super::in_flight::InFlight;
 use crate::shutdown::{Shutdown, Stage};
 use crate::store::{AttemptId, SharedStore};
-use crate::task::chrono_duration;
 
 /// The lease keeper service.
 pub struct LeaseKeeper {
@@ -41,8 +39,11 @@ impl LeaseKeeper {
             if running.is_empty() {
                 continue;
             }
-            let until = Utc::now() + chrono_duration(self.lease);
-            match self.store.extend_leases(&self.owner, &running, until).await {
+            match self
+                .store
+                .extend_leases(&self.owner, &running, self.lease)
+                .await
+            {
                 Ok(leased) => {
                     let leased: HashSet<AttemptId> = leased.into_iter().collect();
                     for attempt in running.into_iter().filter(|a| !leased.contains(a)) {

@@ -16,7 +16,6 @@
 //! process) stops acting as one by the time another host may take over, whatever its wall
 //! clock says.
 
-use chrono::Utc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -137,11 +136,7 @@ impl Elector {
     /// already hold it by the time the database answers again).
     pub async fn run_once(&self) -> bool {
         let asked = Instant::now();
-        match self
-            .store
-            .lead(MAINTENANCE, &self.owner, Utc::now(), self.lease)
-            .await
-        {
+        match self.store.lead(MAINTENANCE, &self.owner, self.lease).await {
             Ok(leader) => {
                 let leading = leader == self.owner;
                 if leading != self.leadership.is_leader() {

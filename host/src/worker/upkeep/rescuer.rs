@@ -50,7 +50,7 @@ impl Rescuer {
     }
 
     pub async fn run_once(&self) -> Result<RescueReport, StoreError> {
-        let report = self.store.rescue_expired(Utc::now()).await?;
+        let report = self.store.rescue_expired().await?;
         if report.retried > 0 || report.failed > 0 {
             tracing::warn!(
                 retried = report.retried,
