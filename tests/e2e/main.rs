@@ -15,6 +15,7 @@ mod approval_example;
 mod archive;
 mod attempts;
 mod capabilities;
+mod chaos;
 mod cli;
 mod client_side;
 mod clock_skew;

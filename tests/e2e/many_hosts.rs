@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-use crate::servers::{self, Backend};
+use crate::servers::{self, Backend, count};
 use crate::util::{Host, Workspace};
 
 /// Tasks enqueued for a drain.
@@ -241,28 +241,4 @@ fn effect_outcomes(url: &str) -> Effects {
             "SELECT COUNT(*) FROM effect_ledger WHERE task_type = 'ledger'",
         ),
     }
-}
-
-/// Runs a `SELECT COUNT(*)` on the database directly.
-fn count(url: &str, sql: &str) -> i64 {
-    use sqlx::Connection;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        if url.starts_with("postgres") {
-            let mut db = sqlx::PgConnection::connect(url).await.unwrap();
-            sqlx::query_scalar::<_, i64>(sql)
-                .fetch_one(&mut db)
-                .await
-                .unwrap()
-        } else {
-            let mut db = sqlx::MySqlConnection::connect(url).await.unwrap();
-            sqlx::query_scalar::<_, i64>(sql)
-                .fetch_one(&mut db)
-                .await
-                .unwrap()
-        }
-    })
 }

@@ -199,6 +199,31 @@ pub fn execute(url: &str, sql: &str) -> Result<(), String> {
     })
 }
 
+/// The answer of a `SELECT COUNT(*)` (or any one-integer query) on the database of `url`, a
+/// PostgreSQL, MySQL or `sqlite://` URL, read directly rather than through a host.
+pub fn count(url: &str, sql: &str) -> i64 {
+    let (url, sql) = (url.to_string(), sql.to_string());
+    block_on(move || async move {
+        let answer = if url.starts_with("sqlite") {
+            let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::query_scalar::<_, i64>(&sql)
+                .fetch_one(&mut conn)
+                .await
+        } else if Backend::of_url(&url) == Backend::Postgres {
+            let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+            sqlx::query_scalar::<_, i64>(&sql)
+                .fetch_one(&mut conn)
+                .await
+        } else {
+            let mut conn = sqlx::MySqlConnection::connect(&url).await.unwrap();
+            sqlx::query_scalar::<_, i64>(&sql)
+                .fetch_one(&mut conn)
+                .await
+        };
+        answer.unwrap_or_else(|e| panic!("{sql}: {e}"))
+    })
+}
+
 /// Whether the database of `url` takes a connection.
 pub fn connects(url: &str) -> bool {
     execute(url, "SELECT 1").is_ok()
@@ -327,6 +352,18 @@ impl PrivateServer {
         xtask(&[
             "db",
             "stop",
+            self.backend.server(),
+            "--instance",
+            &self.instance,
+        ]);
+    }
+
+    /// Crashes the server: PostgreSQL's immediate shutdown, MariaDB killed with SIGKILL.
+    /// `start` brings it back, recovering from its log.
+    pub fn crash(&self) {
+        xtask(&[
+            "db",
+            "crash",
             self.backend.server(),
             "--instance",
             &self.instance,

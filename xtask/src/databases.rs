@@ -126,6 +126,14 @@ impl Engine {
             Engine::Mariadb => mariadb::STOP_SIGNAL,
         }
     }
+
+    /// The signal that ends the server as a crash would, leaving recovery to the next start.
+    fn crash_signal(self) -> &'static str {
+        match self {
+            Engine::Postgres => postgres::CRASH_SIGNAL,
+            Engine::Mariadb => mariadb::CRASH_SIGNAL,
+        }
+    }
 }
 
 /// Installs the servers' Debian packages when their programs are missing.
@@ -324,16 +332,27 @@ impl Instance {
         pids
     }
 
+    /// Crashes the server (see [`Engine::crash_signal`]); `start` brings it back with its data.
+    fn crash(&self) -> Result<()> {
+        let _lock = self.lock()?;
+        self.end_locked(self.engine.crash_signal(), "crashing")
+    }
+
     /// Asks the server to shut down, and kills what is left of it after `STOP_TIMEOUT`.
     fn stop_locked(&self) -> Result<()> {
+        self.end_locked(self.engine.stop_signal(), "stopping")
+    }
+
+    /// Sends the server `signal`, and kills what is left of it after `STOP_TIMEOUT`.
+    fn end_locked(&self, signal: &str, doing: &str) -> Result<()> {
         let pids = self.all_processes();
         if pids.is_empty() {
             return Ok(());
         }
         let engine = self.engine.name();
-        eprintln!("stopping the {engine} server in {}", self.dir.display());
+        eprintln!("{doing} the {engine} server in {}", self.dir.display());
         for pid in self.processes() {
-            process::signal(pid, self.engine.stop_signal());
+            process::signal(pid, signal);
         }
         if process::wait_ended(&pids, STOP_TIMEOUT) {
             return Ok(());
@@ -502,7 +521,7 @@ fn suite_lock(root: &Path) -> Result<File> {
     Ok(file)
 }
 
-/// `cargo xtask db start|stop [postgres|mariadb] [--instance NAME] [--fresh] [--remove]`.
+/// `cargo xtask db start|stop|crash [postgres|mariadb] [--instance NAME] [--fresh] [--remove]`.
 pub fn command(root: &Path, args: &[String]) -> Result<()> {
     let mut action = None;
     let mut engines = Vec::new();
@@ -512,7 +531,7 @@ pub fn command(root: &Path, args: &[String]) -> Result<()> {
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "start" | "stop" if action.is_none() => action = Some(arg.as_str()),
+            "start" | "stop" | "crash" if action.is_none() => action = Some(arg.as_str()),
             "--fresh" => fresh = true,
             "--remove" => remove = true,
             "--instance" => {
@@ -584,6 +603,12 @@ pub fn command(root: &Path, args: &[String]) -> Result<()> {
                 if !left {
                     let _ = fs::remove_dir_all(dir);
                 }
+            }
+            Ok(())
+        }
+        Some("crash") => {
+            for instance in &instances {
+                instance.crash()?;
             }
             Ok(())
         }

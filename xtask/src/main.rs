@@ -16,9 +16,14 @@
 //!   the handlers in other languages themselves, with `spool plugin build`, which installs their
 //!   pinned toolchains into `target/tools`. The whole suite first warns when the disk has less
 //!   room than the suite writes.
-//! - `db start|stop [postgres|mariadb]`: the same test database servers by hand. `db start`
+//! - `db start|stop|crash [postgres|mariadb]`: the same test database servers by hand (`crash`
+//!   ends one as a crash would, for the chaos run). `db start`
 //!   leaves them running and writes their URLs to `target/test-databases/urls.env`; stopping and
 //!   starting one server keeps its data and port, so its URL stays valid across an outage.
+//! - `chaos`: the full chaos run (tests/e2e/chaos.rs) against throw-away servers: hosts killed
+//!   at random and the database servers crashed while tasks with effects run; it checks that
+//!   nothing is lost or failed and that every repeated effect fell in the send/record gap, and
+//!   prints the figures. Its short version is part of `test`.
 //! - `bench`: builds the plugins, then runs the throughput benchmark in release mode
 //!   (`bench --languages`: the per-language handler benchmark). `bench --database URL` runs it
 //!   on a PostgreSQL or MySQL/MariaDB server; `--database postgres` or `mariadb` on a
@@ -54,7 +59,9 @@ const USAGE: &str = "usage: cargo xtask <command>
   test [cargo test args]
   db start [postgres|mariadb] [--fresh] [--instance NAME]
   db stop [postgres|mariadb] [--instance NAME] [--remove]
-  bench [--languages] [--database URL|postgres|mariadb] [bench args]";
+  db crash [postgres|mariadb] [--instance NAME]
+  bench [--languages] [--database URL|postgres|mariadb] [bench args]
+  chaos";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -65,6 +72,7 @@ fn main() -> Result<()> {
         Some("test") => test(&root, &args[1..]),
         Some("db") => databases::command(&root, &args[1..]),
         Some("bench") => bench::bench(&root, &args[1..]),
+        Some("chaos") => chaos(&root),
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);
@@ -117,6 +125,20 @@ fn set_by_cargo_run(name: &str) -> bool {
             name,
             "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE" | "OUT_DIR"
         )
+}
+
+/// The full chaos run (tests/e2e/chaos.rs): hosts killed at random and database servers
+/// crashed under a load of tasks with effects, on SQLite, PostgreSQL and MariaDB, against
+/// throw-away servers; it prints what it saw. Sizes: `SPOOL_CHAOS_TASKS`, `SPOOL_CHAOS_HOSTS`.
+fn chaos(root: &Path) -> Result<()> {
+    databases::ensure_installed()?;
+    plugins::build_plugins(root)?;
+    let servers = databases::SuiteServers::start(root)?;
+    run(cargo()
+        .current_dir(root)
+        .args(["test", "-p", "spool", "--test", "e2e", "chaos::full_chaos"])
+        .args(["--", "--ignored", "--nocapture"])
+        .envs(servers.env()))
 }
 
 /// The whole suite, against throw-away database servers that stop when it ends.

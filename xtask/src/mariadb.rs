@@ -21,6 +21,9 @@ pub const PACKAGES: &[&str] = &["mariadb-server-core", "mariadb-client-core"];
 /// A clean shutdown.
 pub const STOP_SIGNAL: &str = "TERM";
 
+/// A crash: the server is killed, and the next start recovers from its redo log.
+pub const CRASH_SIGNAL: &str = "KILL";
+
 /// How long a starting server gets to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(90);
 

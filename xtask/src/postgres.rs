@@ -18,6 +18,10 @@ pub const PACKAGES: &[&str] = &["postgresql"];
 /// Fast shutdown: open connections are ended instead of waited for.
 pub const STOP_SIGNAL: &str = "INT";
 
+/// The signal of an immediate shutdown (`pg_ctl stop -m immediate`): every process exits at
+/// once without a checkpoint, and the next start recovers from the write-ahead log.
+pub const CRASH_SIGNAL: &str = "QUIT";
+
 /// The user PostgreSQL runs as when we are root.
 const OS_USER: &str = "postgres";
 
