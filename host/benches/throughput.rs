@@ -36,7 +36,8 @@
 //! `--only drain|two-hosts|never-analyzed|pickup` (the raw baselines and that measurement only,
 //! e.g. under a profiler), `--concurrency N` (the drains' hosts' concurrency instead of the
 //! default), `--only archive [--old N]` (a drain beside N old finished rows, default 1,000,000,
-//! with the archiver off and then on: `throughput/archive.rs`).
+//! with the archiver off and then on: `throughput/archive.rs`), `--only health [--old N]` (a
+//! drain beside N old finished rows while a client polls `/metrics` or `/health` every 50 ms).
 
 use chrono::{DateTime, Utc};
 use hdrhistogram::Histogram;
@@ -943,6 +944,10 @@ fn main() {
                 archive::report(&server, options.drain, options.concurrency).await;
                 return;
             }
+            Some("health") => {
+                archive::report_pollers(&server, options.drain, options.concurrency).await;
+                return;
+            }
             Some("pickup") => {
                 report_pickups_across_hosts(&server, options.pickups).await;
                 return;
@@ -957,7 +962,7 @@ fn main() {
                 report_drain(&server, &raw, options.drain, kind, options.concurrency).await;
                 return;
             }
-            Some(other) => panic!("--only takes drain, two-hosts, never-analyzed, pickup or archive, not {other}"),
+            Some(other) => panic!("--only takes drain, two-hosts, never-analyzed, pickup, archive or health, not {other}"),
         }
 
         let raw = Raw::measure(&server, options.drain).await;

@@ -1,13 +1,16 @@
-//! The archive beside a drain (`--only archive`): does moving a million finished rows to the
-//! archive slow the queue down?
+//! Drains beside a million old finished rows: does work the table's size could slow down slow
+//! the queue down?
 //!
-//! Each of the two measurements gets a fresh database holding `--old N` finished tasks (default
-//! 1,000,000; done, finished 60 days ago, so past the default `archive_after` of 30 days) and a
-//! backlog of `--drain N` due no-op tasks. One host (default settings but `concurrency`) drains
-//! the backlog, timed as the main drain is (first claim to nothing pending or running); in the
-//! first measurement its archiving is off, in the second its archiver starts at once and moves
-//! the old rows batch by batch while the drain runs. The report gives both drain rates, their
-//! ratio, and how many rows the archiver moved meanwhile.
+//! - `--only archive`: moving those rows to the archive while the drain runs (the archiver off,
+//!   then on).
+//! - `--only health`: a monitoring client polling the host every 50 ms while the drain runs:
+//!   none, `GET /metrics`, then `GET /health` (which must not scan the table per request).
+//!
+//! Each measurement gets a fresh database holding `--old N` finished tasks (default 1,000,000;
+//! done, finished 60 days ago, so past the default `archive_after` of 30 days) and a backlog of
+//! `--drain N` due no-op tasks. One host (default settings but `concurrency`) drains the
+//! backlog, timed as the main drain is (first claim to nothing pending or running). The report
+//! gives the drain rates, their ratios to the first, and how many rows the archiver moved.
 
 use std::time::Duration;
 
@@ -77,13 +80,23 @@ async fn execute(sql: &Direct, statement: &str) {
     result.unwrap_or_else(|e| panic!("`{statement}` failed: {e}"));
 }
 
+/// What runs beside the drain.
+#[derive(Clone, Copy)]
+enum Alongside {
+    Nothing,
+    Archiver,
+    /// A client polling this path every 50 ms.
+    Poller(&'static str),
+}
+
 async fn drain_beside(
     server: &Server,
     old: usize,
     n: usize,
-    archiving: bool,
+    alongside: Alongside,
     concurrency: Option<usize>,
 ) -> Beside {
+    let archiving = matches!(alongside, Alongside::Archiver);
     let fresh = server.fresh().await;
     // The backlog first (this also creates the tables), then the old rows.
     fill(&fresh, n, false).await;
@@ -96,9 +109,16 @@ async fn drain_beside(
         s.archive_interval = Some(Duration::from_secs(1));
     })
     .await;
+    let poller = match alongside {
+        Alongside::Poller(path) => Some(tokio::spawn(poll(format!("http://{}{path}", host.addr)))),
+        _ => None,
+    };
     let sql = fresh.pool().await;
     while sql.any_unfinished().await {
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if let Some(poller) = poller {
+        poller.abort();
     }
     let end_ms = chrono::Utc::now().timestamp_micros() as f64 / 1000.0;
     let first_claim = sql
@@ -124,21 +144,62 @@ async fn drain_beside(
     }
 }
 
-/// Runs both measurements and prints them.
-pub async fn report(server: &Server, n: usize, concurrency: Option<usize>) {
-    let old = old_rows();
+/// Asks for `url` every 50 ms, as a monitoring probe does, until aborted; every answer is read
+/// whole.
+async fn poll(url: String) {
+    let client = reqwest::Client::new();
+    let mut ticker = tokio::time::interval(Duration::from_millis(50));
+    loop {
+        ticker.tick().await;
+        if let Ok(response) = client.get(&url).send().await {
+            let _ = response.bytes().await;
+        }
+    }
+}
+
+/// The heading both reports start with.
+fn heading(n: usize, old: usize, concurrency: Option<usize>) {
     let concurrency_shown = concurrency.unwrap_or(super::default_concurrency().0);
     println!(
         "drain of {n} no-op tasks beside {old} finished rows 60 days old, one host (concurrency {concurrency_shown}):"
     );
-    let off = drain_beside(server, old, n, false, concurrency).await;
+}
+
+/// `--only health`: the drain alone, beside a `/metrics` poller, beside a `/health` poller.
+pub async fn report_pollers(server: &Server, n: usize, concurrency: Option<usize>) {
+    let old = old_rows();
+    heading(n, old, concurrency);
+    let alone = drain_beside(server, old, n, Alongside::Nothing, concurrency).await;
+    println!(
+        "  no poller:         {:>9.0} tasks/s  ({:.1} s)  [load {}]",
+        alone.rate,
+        alone.seconds,
+        load()
+    );
+    for path in ["/metrics", "/health"] {
+        let polled = drain_beside(server, old, n, Alongside::Poller(path), concurrency).await;
+        println!(
+            "  {path:<8} every 50 ms: {:>9.0} tasks/s  ({:.1} s; {:.2}× no poller)  [load {}]",
+            polled.rate,
+            polled.seconds,
+            polled.rate / alone.rate,
+            load()
+        );
+    }
+}
+
+/// `--only archive`: the drain with the archiver off, then on.
+pub async fn report(server: &Server, n: usize, concurrency: Option<usize>) {
+    let old = old_rows();
+    heading(n, old, concurrency);
+    let off = drain_beside(server, old, n, Alongside::Nothing, concurrency).await;
     println!(
         "  archiver off: {:>9.0} tasks/s  ({:.1} s)  [load {}]",
         off.rate,
         off.seconds,
         load()
     );
-    let on = drain_beside(server, old, n, true, concurrency).await;
+    let on = drain_beside(server, old, n, Alongside::Archiver, concurrency).await;
     println!(
         "  archiver on:  {:>9.0} tasks/s  ({:.1} s; {:.2}× archiver off); it moved {} rows to the archive meanwhile ({:.0} rows/s)  [load {}]",
         on.rate,
