@@ -34,22 +34,10 @@ fn counts(host: &Host) -> Value {
 }
 
 fn enqueue_many(host: &Host, n: usize) -> Vec<i64> {
-    let mut ids = Vec::new();
-    for start in (0..n).step_by(1000) {
-        let tasks: Vec<Value> = (start..n.min(start + 1000))
-            .map(|i| json!({"task_type": "noop", "payload": {"i": i}}))
-            .collect();
-        let (status, body) = host.post("/tasks/batch", &json!({ "tasks": tasks }));
-        assert_eq!(status, 201, "{body}");
-        ids.extend(
-            body["tasks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t["id"].as_i64().unwrap()),
-        );
-    }
-    ids
+    let requests: Vec<Value> = (0..n)
+        .map(|i| json!({"task_type": "noop", "payload": {"i": i}}))
+        .collect();
+    host.enqueue_all(&requests)
 }
 
 #[test]

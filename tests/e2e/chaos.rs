@@ -298,33 +298,20 @@ fn effect_key(id: i64, index: usize) -> String {
 
 /// Enqueues the tasks (each with an idempotency key) and returns their ids in order.
 fn enqueue(host: &Host, plan: &Plan, sink: u16) -> Vec<i64> {
-    let tasks = plan.tasks;
-    let mut ids = Vec::with_capacity(tasks);
-    while ids.len() < tasks {
-        let batch: Vec<Value> = (ids.len()..tasks.min(ids.len() + 500))
-            .map(|i| {
-                json!({
-                    "task_type": "mailer",
-                    "idempotency_key": format!("chaos-{i}"),
-                    "payload": {
-                        "to": format!("user{i}@example.com"),
-                        "sink": format!("http://127.0.0.1:{sink}/send"),
-                        "sleep_after_send_ms": plan.task_ms,
-                    },
-                })
+    let requests: Vec<Value> = (0..plan.tasks)
+        .map(|i| {
+            json!({
+                "task_type": "mailer",
+                "idempotency_key": format!("chaos-{i}"),
+                "payload": {
+                    "to": format!("user{i}@example.com"),
+                    "sink": format!("http://127.0.0.1:{sink}/send"),
+                    "sleep_after_send_ms": plan.task_ms,
+                },
             })
-            .collect();
-        let (status, body) = host.post("/tasks/batch", &json!({ "tasks": batch }));
-        assert_eq!(status, 201, "{body}");
-        ids.extend(
-            body["tasks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t["id"].as_i64().unwrap()),
-        );
-    }
-    ids
+        })
+        .collect();
+    host.enqueue_all(&requests)
 }
 
 /// Whether a host answers that all tasks are done (false while none can tell).

@@ -82,7 +82,7 @@ fn run_on(backend: Backend, leads: Leads) {
         Leads::Skewed => (&second, &first),
     };
     assert_clock_is_skewed(skewed, right);
-    let leader = host_id(&first);
+    let leader = first.host_id();
 
     let ids: Vec<i64> = (0..TASKS)
         .map(|_| {
@@ -95,7 +95,7 @@ fn run_on(backend: Backend, leads: Leads) {
     let finished = loop {
         for host in [right, skewed] {
             assert_eq!(
-                leader_of(host).as_deref(),
+                host.leader().as_deref(),
                 Some(leader.as_str()),
                 "leadership moved:\n{}\n----\n{}",
                 right.log(),
@@ -134,9 +134,9 @@ fn run_on(backend: Backend, leads: Leads) {
 
 /// Waits until `host` reports `expected` as the leader.
 fn await_leader(host: &Host, expected: &Host) {
-    let id = host_id(expected);
+    let id = expected.host_id();
     host.eventually("the first host to lead", || {
-        (leader_of(host).as_deref() == Some(id.as_str())).then_some(())
+        (host.leader().as_deref() == Some(id.as_str())).then_some(())
     });
 }
 
@@ -175,13 +175,3 @@ fn libfaketime() -> PathBuf {
     )
 }
 
-fn host_id(host: &Host) -> String {
-    host.get("/health").1["host_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
-fn leader_of(host: &Host) -> Option<String> {
-    host.get("/health").1["leader"].as_str().map(str::to_string)
-}

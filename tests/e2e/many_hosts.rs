@@ -11,8 +11,6 @@ use crate::util::{Host, Workspace};
 
 /// Tasks enqueued for a drain.
 const TASKS: usize = 20_000;
-/// Tasks per `POST /tasks/batch`.
-const BATCH: usize = 500;
 
 /// A short lease, so a killed host's tasks are rescued within seconds.
 const HOST_FLAGS: &[&str] = &[
@@ -113,10 +111,10 @@ fn kill_one_mid_run(url: &str, hosts: usize) {
     let ws = Workspace::with_plugins(&["ledger"]).on_database(url.to_string());
     let mut hosts: Vec<Host> = (0..hosts).map(|_| ws.start(HOST_FLAGS)).collect();
     enqueue_many(&hosts[0], total);
-    let leader = hosts[0].eventually("a leader", || leader_of(&hosts[0]));
+    let leader = hosts[0].eventually("a leader", || hosts[0].leader());
     let victim = hosts
         .iter()
-        .position(|h| host_id(h) == leader)
+        .position(|h| h.host_id() == leader)
         .expect("the leader is one of the hosts");
     hosts[victim].eventually("the leader running tasks", || {
         (attempts_finished_by(&hosts[victim]) > 200).then_some(())
@@ -126,10 +124,10 @@ fn kill_one_mid_run(url: &str, hosts: usize) {
 
     // Leadership moves to a survivor within about one lease.
     let new_leader = hosts[0].eventually("a new leader", || {
-        leader_of(&hosts[0]).filter(|l| *l != leader)
+        hosts[0].leader().filter(|l| *l != leader)
     });
     assert!(
-        hosts.iter().any(|h| host_id(h) == new_leader),
+        hosts.iter().any(|h| h.host_id() == new_leader),
         "{new_leader} leads"
     );
 
@@ -164,16 +162,10 @@ fn kill_one_mid_run(url: &str, hosts: usize) {
 
 /// Enqueues `n` ledger tasks through one host's batch API.
 fn enqueue_many(host: &Host, n: usize) {
-    let mut left = n;
-    while left > 0 {
-        let size = left.min(BATCH);
-        let tasks: Vec<Value> = (0..size)
-            .map(|i| json!({"task_type": "ledger", "payload": {"n": i}}))
-            .collect();
-        let (status, body) = host.post("/tasks/batch", &json!({ "tasks": tasks }));
-        assert_eq!(status, 201, "{body}");
-        left -= size;
-    }
+    let tasks: Vec<Value> = (0..n)
+        .map(|i| json!({"task_type": "ledger", "payload": {"n": i}}))
+        .collect();
+    host.enqueue_all(&tasks);
 }
 
 /// Waits until `n` tasks are done, failing with the hosts' logs on timeout or a dead letter.
@@ -203,16 +195,6 @@ fn wait_until_done(hosts: &[Host], n: usize, timeout: Duration) {
     }
 }
 
-fn host_id(host: &Host) -> String {
-    host.get("/health").1["host_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
-fn leader_of(host: &Host) -> Option<String> {
-    host.get("/health").1["leader"].as_str().map(str::to_string)
-}
 
 /// Attempts this host finished, from its log (one debug line per attempt).
 fn attempts_finished_by(host: &Host) -> usize {

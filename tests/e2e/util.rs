@@ -441,6 +441,37 @@ impl Host {
         body["tasks"].as_array().unwrap().clone()
     }
 
+    /// Enqueues the task requests through `POST /tasks/batch`, 500 per request, and returns
+    /// the tasks' ids in order.
+    pub fn enqueue_all(&self, requests: &[Value]) -> Vec<i64> {
+        let mut ids = Vec::with_capacity(requests.len());
+        for batch in requests.chunks(500) {
+            let (status, body) = self.post("/tasks/batch", &json!({ "tasks": batch }));
+            assert_eq!(status, 201, "{body}");
+            ids.extend(
+                body["tasks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| t["id"].as_i64().unwrap()),
+            );
+        }
+        ids
+    }
+
+    /// The host's id, as `/health` names it.
+    pub fn host_id(&self) -> String {
+        self.get("/health").1["host_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// The maintenance leader's host id, as this host's `/health` names it.
+    pub fn leader(&self) -> Option<String> {
+        self.get("/health").1["leader"].as_str().map(str::to_string)
+    }
+
     /// Sends a signal to the host process.
     pub fn signal(&self, signal: &str) {
         let pid = self.child.as_ref().unwrap().id().to_string();
