@@ -174,4 +174,3 @@ fn libfaketime() -> PathBuf {
          or `apt-get install libfaketime`",
     )
 }
-

@@ -195,7 +195,6 @@ fn wait_until_done(hosts: &[Host], n: usize, timeout: Duration) {
     }
 }
 
-
 /// Attempts this host finished, from its log (one debug line per attempt).
 fn attempts_finished_by(host: &Host) -> usize {
     host.log().matches("attempt finished").count()
