@@ -129,7 +129,14 @@ impl MySqlStore {
             Some(row) => row
                 .try_get::<i64, _>("db_now_ms")?
                 .saturating_add(crate::store::queue::lease_ms(request.lease)),
-            None => return Ok(Vec::new()),
+            None => {
+                // Ended here, not left to the drop: a dropped transaction's rollback is only
+                // sent with the connection's next statement, and until then the locks its scan
+                // took on rows that were not yet due make a claim on another connection skip
+                // them.
+                tx.rollback().await?;
+                return Ok(Vec::new());
+            }
         };
         let (at, until) = (as_stored(now), as_stored(lease_until));
         let mut claimed = Vec::with_capacity(rows.len());
