@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 
 use crate::api::{self, AppState};
 use crate::config::Config;
+use crate::plugins::deployed::DeploymentSync;
 use crate::plugins::watcher::{DEFAULT_DEBOUNCE, FolderWatch, FolderWatcher};
 use crate::plugins::{self, PluginLoader, Registry};
 use crate::sandbox::grants::{GrantsRoot, Trusted};
@@ -117,7 +118,7 @@ pub async fn start(config: Config) -> Result<RunningHost, StartError> {
     let grants = grants_root(&config)?;
     let store = wait_for_database(&config, &listener).await?;
     let opened = open(&config, grants, store).await?;
-    let loaded = load(&config, &opened.loader).await?;
+    let loaded = load(&config, &opened.store, &opened.loader).await?;
     let shutdown = Shutdown::new();
     let failures = Arc::new(ServiceFailures::default());
     let stopped = spawn(
@@ -255,32 +256,56 @@ async fn open(
     })
 }
 
-/// The task types the plugin folder registers, and the watch that keeps them in step with it.
+/// The task types the plugin folder and the deployments register, the watch that keeps them
+/// in step with the folder, and the sync that keeps them in step with the deployments.
 struct Loaded {
     registry: Arc<Registry>,
     watch: Option<FolderWatch>,
+    deployments: DeploymentSync,
 }
 
-/// Loads the plugin folder. The watch is set up first, so a change made while loading is
-/// seen and applied afterwards.
-async fn load(config: &Config, loader: &Arc<PluginLoader>) -> Result<Loaded, StartError> {
+/// Loads the plugin folder, then what is deployed through the database (which takes
+/// precedence, `plugins::registry`). The watch is set up first, so a change made while loading
+/// is seen and applied afterwards. A plugin folder that does not exist is no error when the
+/// database deploys types: such a host serves only what is deployed.
+async fn load(
+    config: &Config,
+    store: &SharedStore,
+    loader: &Arc<PluginLoader>,
+) -> Result<Loaded, StartError> {
     let registry = Arc::new(Registry::new());
+    let deployments = DeploymentSync::new(store.clone(), loader.clone(), registry.clone());
+    deployments.sync().await?;
+    let deployed = registry.task_types().len();
+    let folder_exists = config.plugins.exists();
     let watch = match FolderWatch::establish(&config.plugins) {
         Ok(watch) => Some(watch),
+        Err(_) if !folder_exists && deployed > 0 => None,
         Err(error) => {
             tracing::error!(folder = %config.plugins.display(), "cannot watch the plugin folder ({error}); plugins change only on restart");
             None
         }
     };
-    let failures = loader.load_folder(&registry).await?;
+    let failures = match loader.load_folder(&registry).await {
+        Ok(failures) => failures,
+        Err(_) if !folder_exists && deployed > 0 => {
+            tracing::info!(folder = %config.plugins.display(), deployed, "no plugin folder; serving the types deployed through the database");
+            Vec::new()
+        }
+        Err(error) => return Err(error.into()),
+    };
     if registry.task_types().is_empty() {
         tracing::warn!(
             folder = %config.plugins.display(),
             failed = failures.len(),
-            "no task types are loaded: add NAME.wasm handler components to the plugin folder"
+            "no task types are loaded: add NAME.wasm handler components to the plugin folder, or deploy one (spool deploy)"
         );
     }
-    Ok(Loaded { registry, watch })
+    Ok(Loaded {
+        registry,
+        watch,
+        deployments,
+    })
 }
 
 /// Builds every service of the host, spawns them and the API server on `listener`, and
@@ -299,7 +324,11 @@ async fn spawn(
         sandbox,
         loader,
     } = opened;
-    let Loaded { registry, watch } = loaded;
+    let Loaded {
+        registry,
+        watch,
+        deployments,
+    } = loaded;
     let host_id = host_id.to_string();
     // Attempts run on their own threads so CPU-bound handlers cannot starve the API.
     let sandbox_threads = std::thread::available_parallelism()
@@ -431,6 +460,9 @@ async fn spawn(
         board: schedule_board.clone(),
         shutdown: shutdown.clone(),
     };
+    // Deployments: at once where the database notifies (PostgreSQL), else at the poll interval.
+    let deploy_wake = Arc::new(Notify::new());
+    store.watch_deployments(deploy_wake.clone());
     let database = Arc::new(crate::worker::database_watch::DatabaseState::default());
     let database_watch = tokio::spawn(
         crate::worker::database_watch::DatabaseWatch {
@@ -459,6 +491,8 @@ async fn spawn(
         alerts,
         database: database.clone(),
         health: api::reuse::Reused::new(api::health::COUNTS_TTL),
+        loader: deployments.loader.clone(),
+        deploy_wake: deploy_wake.clone(),
     }));
 
     let api_shutdown = shutdown.clone();
@@ -491,6 +525,8 @@ async fn spawn(
             watcher.run(watch).await;
         }
     });
+    let deployments =
+        tokio::spawn(deployments.run(deploy_wake, config.poll_interval, shutdown.clone()));
 
     let stopping = shutdown.clone();
     let stopped = tokio::spawn(async move {
@@ -509,6 +545,7 @@ async fn spawn(
         let _ = alert_service.await;
         let _ = elector.await;
         let _ = watcher.await;
+        let _ = deployments.await;
         let _ = server.await;
         let _ = database_watch.await;
         store.close().await;

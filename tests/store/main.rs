@@ -141,5 +141,6 @@ mod alerts;
 mod archive;
 mod control;
 mod database;
+mod deployments;
 mod history;
 mod keyed;

@@ -2,6 +2,11 @@
 //! `GET /openapi.json` and the dashboard's page and files (`GET /`, `GET /ui/...`) must present
 //! a token: payloads, results and logs are data too. Changes
 //! need the API token; reads take it or the read token, if one is configured.
+//!
+//! Deploying code is a stronger right than changing tasks: with a deploy token configured,
+//! deploying, promoting and rolling back a handler (`POST /plugins/{type}/…`) need the deploy
+//! token, and the API token alone is refused. Every request that passes carries the [`Right`]
+//! it was allowed by, which the deployment history records.
 
 use axum::extract::{Request, State};
 use axum::http::{Method, header};
@@ -23,7 +28,14 @@ pub enum Access {
     Read,
     /// The API token.
     Change,
+    /// The deploy token where one is configured, else the API token.
+    Deploy,
 }
+
+/// The right a request was allowed by: `deploy` (the deploy token), `api` (the API token),
+/// `read` (the read token) or `open` (no token is configured).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Right(pub &'static str);
 
 /// The access a request needs: GET, HEAD and OPTIONS read, every other method changes.
 pub fn access(method: &Method, path: &str) -> Access {
@@ -33,8 +45,23 @@ pub fn access(method: &Method, path: &str) -> Access {
         // The dashboard's files: code, no data (the data comes from the API).
         (true, path) if path.starts_with("/ui/") => Access::Open,
         (true, _) => Access::Read,
+        (false, path) if is_deploy_path(path) => Access::Deploy,
         (false, _) => Access::Change,
     }
+}
+
+/// `/plugins/{type}/deploy`, `/plugins/{type}/promote` and `/plugins/{type}/rollback`.
+fn is_deploy_path(path: &str) -> bool {
+    let mut parts = path.trim_start_matches('/').split('/');
+    matches!(
+        (parts.next(), parts.next(), parts.next(), parts.next()),
+        (
+            Some("plugins"),
+            Some(_),
+            Some("deploy" | "promote" | "rollback"),
+            None
+        )
+    )
 }
 
 /// Whether the caller may read (no token is configured, or it sent the read or API token);
@@ -51,6 +78,7 @@ pub async fn require_token(
 ) -> Result<Response, ApiError> {
     let Some(api_token) = &state.config.api_token else {
         request.extensions_mut().insert(MayRead(true));
+        request.extensions_mut().insert(Right("open"));
         return Ok(next.run(request).await);
     };
     let access = access(request.method(), request.uri().path());
@@ -59,19 +87,34 @@ pub async fn require_token(
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(bearer);
-    let is_api_token = presented.is_some_and(|token| same_token(token, api_token));
-    let is_read_token = presented.is_some_and(|token| {
-        state
-            .config
-            .read_token
-            .as_deref()
-            .is_some_and(|read| same_token(token, read))
-    });
+    let is = |token: Option<&str>| {
+        presented.is_some_and(|presented| token.is_some_and(|token| same_token(presented, token)))
+    };
+    let deploy_token = state.config.deploy_token.as_deref();
+    let (is_api_token, is_read_token) =
+        (is(Some(api_token)), is(state.config.read_token.as_deref()));
+    let is_deploy_token = is(deploy_token);
+    let right = if is_deploy_token {
+        "deploy"
+    } else if is_api_token {
+        "api"
+    } else if is_read_token {
+        "read"
+    } else {
+        "none"
+    };
     match access {
         Access::Open => {}
-        Access::Read if is_api_token || is_read_token => {}
+        Access::Read if is_api_token || is_read_token || is_deploy_token => {}
         Access::Change if is_api_token => {}
-        Access::Change if is_read_token => {
+        Access::Deploy if is_deploy_token || (deploy_token.is_none() && is_api_token) => {}
+        Access::Deploy if is_api_token => {
+            return Err(ApiError::forbidden(
+                "deploy_token_required",
+                "this host has a deploy token: deploying, promoting and rolling back need it, not the API token (the CLI reads SPOOL_DEPLOY_TOKEN)",
+            ));
+        }
+        Access::Change | Access::Deploy if is_read_token => {
             return Err(ApiError::unauthorized(
                 "the read token does not allow changes: send the API token",
             ));
@@ -81,7 +124,12 @@ pub async fn require_token(
                 "this host requires a token for reads: send `Authorization: Bearer <token>` with the read token or the API token (the CLI reads SPOOL_READ_TOKEN or SPOOL_API_TOKEN)",
             ));
         }
-        Access::Change => {
+        Access::Deploy if deploy_token.is_some() => {
+            return Err(ApiError::unauthorized(
+                "this host requires the deploy token for deploys: send `Authorization: Bearer <token>` (the CLI reads SPOOL_DEPLOY_TOKEN)",
+            ));
+        }
+        Access::Change | Access::Deploy => {
             return Err(ApiError::unauthorized(
                 "this host requires the API token for changes: send `Authorization: Bearer <token>` (the CLI reads SPOOL_API_TOKEN)",
             ));
@@ -89,7 +137,8 @@ pub async fn require_token(
     }
     request
         .extensions_mut()
-        .insert(MayRead(is_api_token || is_read_token));
+        .insert(MayRead(is_api_token || is_read_token || is_deploy_token));
+    request.extensions_mut().insert(Right(right));
     Ok(next.run(request).await)
 }
 

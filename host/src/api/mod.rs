@@ -14,6 +14,7 @@ pub mod auth;
 pub mod client;
 pub mod control;
 pub mod dashboard;
+pub mod deploy;
 pub mod durations;
 pub mod error;
 pub mod guard;
@@ -85,6 +86,10 @@ pub struct AppState {
     pub database: Arc<crate::worker::database_watch::DatabaseState>,
     /// The counts `GET /health` shows, read at most once per [`health::COUNTS_TTL`].
     pub health: reuse::Reused<health::Readings>,
+    /// Checks and compiles deployed builds as the plugin folder's files are.
+    pub loader: Arc<crate::plugins::PluginLoader>,
+    /// Wakes this host's deployment sync after a deploy, promote or rollback here.
+    pub deploy_wake: Arc<Notify>,
 }
 
 /// A JSON body whose rejections (malformed JSON, wrong fields, too large) are [`ApiError`]s,
@@ -154,7 +159,8 @@ fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
         .routes(routes!(stats::get_stats))
         .routes(routes!(metrics::get_metrics))
         .routes(routes!(control::list_types))
-        .routes(routes!(alerts::get_alerts));
+        .routes(routes!(alerts::get_alerts))
+        .routes(routes!(deploy::versions));
     let writes = OpenApiRouter::new()
         .routes(routes!(tasks::enqueue))
         .routes(routes!(tasks::enqueue_batch))
@@ -164,10 +170,18 @@ fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
         .routes(routes!(control::discard_tasks))
         .routes(routes!(control::pause_type))
         .routes(routes!(control::resume_type))
-        .routes(routes!(alerts::drill));
+        .routes(routes!(alerts::drill))
+        .routes(routes!(deploy::promote))
+        .routes(routes!(deploy::rollback));
+    // A build may be larger than any other body (max_plugin_size, not max_body): the deploy
+    // form bounds each of its fields itself.
+    let deploys = OpenApiRouter::new()
+        .routes(routes!(deploy::deploy))
+        .layer(DefaultBodyLimit::disable());
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(reads)
         .merge(writes)
+        .merge(deploys)
         .split_for_parts()
 }
 

@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::ApiError;
+use crate::plugins::registry::Source;
 use crate::sandbox::capabilities::Capabilities;
 use crate::store::control::TaskSelection;
 use crate::task::Status;
@@ -38,6 +39,26 @@ pub struct PluginView {
     /// When this host started loading a new file for the type (reading, checking, compiling),
     /// if it is doing so now; the loaded version keeps serving meanwhile.
     pub loading_since: Option<DateTime<Utc>>,
+    /// Where the serving build comes from: `folder` (this host's plugin folder) or
+    /// `deployment` (deployed through the database to every host).
+    pub source: String,
+    /// The deployed version number serving (source `deployment`).
+    pub deployed_version: Option<u64>,
+    /// The candidate on trial beside it, and its share of the attempts.
+    pub candidate: Option<CandidateView>,
+    /// A file in this host's plugin folder for the same type, which the deployment shadows: it
+    /// serves again only if the deployment is removed.
+    pub shadowed_file: Option<String>,
+}
+
+/// A deployed candidate as `GET /plugins` shows it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CandidateView {
+    pub version: u64,
+    /// SHA-256 of the candidate's component.
+    pub digest: String,
+    /// Its share of the attempts, in percent.
+    pub percent: u8,
 }
 
 /// A plugin's capabilities as `GET /plugins` shows them: the host's own grants, which it
@@ -149,6 +170,35 @@ pub async fn list_plugins(
                 pending: pending.get(&plugin.task_type).copied().unwrap_or(0),
                 paused: state.paused.contains(&plugin.task_type),
                 loading_since: loading.get(&plugin.task_type).copied(),
+                source: match plugin.source {
+                    Source::Folder => "folder".into(),
+                    Source::Deployment { .. } => "deployment".into(),
+                },
+                deployed_version: match plugin.source {
+                    Source::Deployment { number } => Some(number),
+                    Source::Folder => None,
+                },
+                candidate: state
+                    .registry
+                    .deployed(&plugin.task_type)
+                    .and_then(|deployed| {
+                        let candidate = deployed.candidate.as_ref()?;
+                        Some(CandidateView {
+                            version: match candidate.plugin.source {
+                                Source::Deployment { number } => number,
+                                Source::Folder => 0,
+                            },
+                            digest: candidate.plugin.version.clone(),
+                            percent: candidate.percent,
+                        })
+                    }),
+                shadowed_file: match plugin.source {
+                    Source::Deployment { .. } => state
+                        .registry
+                        .folder_plugin(&plugin.task_type)
+                        .map(|file| file.path.display().to_string()),
+                    Source::Folder => None,
+                },
             }
         })
         .collect();

@@ -71,6 +71,8 @@ pub const DEFAULT_GRANTS_ROOT_NAME: &str = "plugin-data";
 pub const DEFAULT_MAX_RESULT: usize = 1 << 20;
 /// The largest plugin file (component or module) the plugin folder may hold.
 pub const DEFAULT_MAX_PLUGIN_SIZE: usize = 128 << 20;
+/// Deployed versions kept per task type.
+pub const DEFAULT_KEEP_VERSIONS: usize = 10;
 /// The largest request body (a batch of payloads).
 pub const DEFAULT_MAX_BODY: usize = 16 << 20;
 /// The most tasks one batch request may enqueue.
@@ -120,6 +122,13 @@ settings! {
     /// Bearer token that allows reads only; needs an API token, which allows reads too
     read_token: String => Option<String> {
         env: "SPOOL_READ_TOKEN",
+        default: None,
+        rule: Token,
+        arg: (hide_env_values = true),
+    },
+    /// Bearer token that deploying, promoting and rolling back handler builds need; when set, the API token alone cannot (needs an API token as well)
+    deploy_token: String => Option<String> {
+        env: "SPOOL_DEPLOY_TOKEN",
         default: None,
         rule: Token,
         arg: (hide_env_values = true),
@@ -276,6 +285,12 @@ settings! {
         env: "SPOOL_MAX_PLUGIN_SIZE",
         default: DEFAULT_MAX_PLUGIN_SIZE,
         rule: Size,
+    },
+    /// Deployed versions kept per task type (besides the stable one, the candidate and those a dead letter ran)
+    keep_versions: usize {
+        env: "SPOOL_KEEP_VERSIONS",
+        default: DEFAULT_KEEP_VERSIONS,
+        rule: AtLeastOne,
     },
     /// Keys a task type may keep in its key-value store, unless its manifest says otherwise
     kv_max_keys: u64 {
@@ -435,6 +450,13 @@ fn finish(
     schedule: Vec<crate::schedule::ScheduleEntry>,
     origins: &Origins,
 ) -> Result<Config, ConfigError> {
+    if config.deploy_token.is_some() && config.api_token.is_none() {
+        return Err(ConfigError::setting(
+            "deploy_token",
+            origins,
+            "needs api_token as well: without an API token anyone may change tasks, so set both",
+        ));
+    }
     if config.read_token.is_some() && config.api_token.is_none() {
         return Err(ConfigError::setting(
             "read_token",

@@ -19,6 +19,7 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::registry::Source;
 use super::{Defaults, Manifest, Plugin, Registry};
 use crate::sandbox::grants::GrantsRoot;
 use crate::sandbox::{ArtifactCache, CacheUse, Sandbox};
@@ -179,6 +180,16 @@ pub fn read_plugin_file(
     Ok(Some(bytes))
 }
 
+/// What a build is called: its task type, the names its errors give for the component and
+/// the manifest, and where it came from.
+#[derive(Debug, Clone)]
+pub struct Named {
+    pub task_type: String,
+    pub path: PathBuf,
+    pub manifest_path: PathBuf,
+    pub source: Source,
+}
+
 /// Loads plugins: reads the component and its manifest, hashes, compiles (through the cache).
 pub struct PluginLoader {
     pub sandbox: Sandbox,
@@ -275,17 +286,54 @@ impl PluginLoader {
         })
         .await
         .expect("plugin read task panicked")?;
-        let manifest = match manifest_bytes {
-            Some(bytes) => {
-                let text = String::from_utf8(bytes).map_err(|_| LoadError::Manifest {
+        let manifest = manifest_bytes
+            .map(|bytes| {
+                String::from_utf8(bytes).map_err(|_| LoadError::Manifest {
                     path: manifest_path.clone(),
                     message: "not UTF-8 text".into(),
-                })?;
-                Manifest::parse(&text).map_err(|message| LoadError::Manifest {
-                    path: manifest_path.clone(),
-                    message,
-                })?
-            }
+                })
+            })
+            .transpose()?;
+        let named = Named {
+            task_type,
+            path: path.to_path_buf(),
+            manifest_path,
+            source: Source::Folder,
+        };
+        self.build(named, bytes, manifest.as_deref(), current).await
+    }
+
+    /// Checks and compiles a build from its bytes, as [`PluginLoader::load`] does a file's:
+    /// at most `max_plugin_size` bytes, a manifest that parses and resolves, a component (or
+    /// WASI program) that compiles. When `current` is the same build (a manifest-only change),
+    /// its compiled handler is reused. Deployed builds come through here.
+    pub async fn build(
+        &self,
+        named: Named,
+        bytes: Vec<u8>,
+        manifest: Option<&str>,
+        current: Option<&Plugin>,
+    ) -> Result<Plugin, LoadError> {
+        let Named {
+            task_type,
+            path,
+            manifest_path,
+            source,
+        } = named;
+        if bytes.len() > self.max_bytes {
+            return Err(LoadError::TooLarge {
+                path,
+                size: bytes.len() as u64,
+                limit: self.max_bytes as u64,
+                what: "plugin file",
+                setting: " (max_plugin_size)",
+            });
+        }
+        let manifest = match manifest {
+            Some(text) => Manifest::parse(text).map_err(|message| LoadError::Manifest {
+                path: manifest_path.clone(),
+                message,
+            })?,
             None => Manifest::default(),
         };
         let policy = manifest
@@ -310,7 +358,7 @@ impl PluginLoader {
                     .await
                     .expect("compile task panicked")
                     .map_err(|source| LoadError::Compile {
-                        path: path.to_path_buf(),
+                        path: path.clone(),
                         source,
                     })?
             }
@@ -325,7 +373,8 @@ impl PluginLoader {
         Ok(Plugin {
             task_type,
             version,
-            path: path.to_path_buf(),
+            path,
+            source,
             loaded_at: Utc::now(),
             policy,
             handler,

@@ -15,6 +15,7 @@ pub mod archive;
 mod backend_tests;
 pub mod control;
 pub mod coordination;
+pub mod deployments;
 pub mod encoding;
 pub mod history;
 pub mod keyed;
@@ -258,6 +259,7 @@ pub trait Store:
     + keyed::KeyLookup
     + history::AttemptHistory
     + alerts::AlertLog
+    + deployments::Deployments
     + archive::Archive
     + archive::ArchiveReads
     + control::Control
@@ -267,6 +269,14 @@ pub trait Store:
     + 'static
 {
     /// Closes connections, flushing what the database buffers.
+    /// Asks the backend to call `wake` whenever a deployment changes (by any host), for as
+    /// long as the store is open. Returns false when the database cannot notify; hosts then
+    /// see changes at their poll interval.
+    fn watch_deployments(&self, wake: Arc<tokio::sync::Notify>) -> bool {
+        let _ = wake;
+        false
+    }
+
     async fn close(&self);
 
     /// A part of the store inside this process that stopped for good (its name and why), such

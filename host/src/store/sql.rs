@@ -48,6 +48,8 @@ pub enum Arg<'a> {
     Limit(usize),
     /// A list of ids, rendered by [`Dialect::any_id`].
     Ids(&'a [i64]),
+    /// Bytes (a `BLOB`, `BYTEA` or `MEDIUMBLOB` column).
+    Bytes(&'a [u8]),
 }
 
 /// Which connection a statement runs on. SQLite reads through a pool of read-only connections
@@ -213,6 +215,11 @@ pub trait Cells {
     /// An integer column of any width and sign, as stored.
     fn opt_int<I: Column>(&self, column: I) -> Result<Option<i64>, StoreError>;
     fn opt_text<I: Column>(&self, column: I) -> Result<Option<String>, StoreError>;
+    fn opt_bytes<I: Column>(&self, column: I) -> Result<Option<Vec<u8>>, StoreError>;
+
+    fn bytes<I: Column>(&self, column: I) -> Result<Vec<u8>, StoreError> {
+        self.opt_bytes(column)?.ok_or_else(|| null_column(column))
+    }
 
     fn int<I: Column>(&self, column: I) -> Result<i64, StoreError> {
         self.opt_int(column)?.ok_or_else(|| null_column(column))

@@ -96,6 +96,7 @@ fn bind<'q>(
             Arg::Text(text) | Arg::Search(text) => query.bind(text),
             Arg::OptText(text) => query.bind(text),
             Arg::Key(key) => query.bind(key.as_bytes()),
+            Arg::Bytes(bytes) => query.bind(bytes),
             Arg::Limit(n) => query.bind(u64::try_from(n).unwrap_or(u64::MAX)),
             Arg::Ids(ids) => {
                 for id in ids {
@@ -125,6 +126,10 @@ impl Cells for MySqlRow {
 
     fn opt_text<I: Column>(&self, column: I) -> Result<Option<String>, StoreError> {
         Ok(self.try_get::<Option<Text>, _>(column)?.map(|t| t.0))
+    }
+
+    fn opt_bytes<I: Column>(&self, column: I) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.try_get(column)?)
     }
 }
 

@@ -64,6 +64,7 @@ fn bind<'q>(
             Arg::Text(text) | Arg::Key(text) => query.bind(text),
             Arg::OptText(text) => query.bind(text),
             Arg::Search(text) => query.bind(storable(text).into_owned()),
+            Arg::Bytes(bytes) => query.bind(bytes),
             Arg::Limit(n) => query.bind(i64::try_from(n).unwrap_or(i64::MAX)),
             Arg::Ids(ids) => query.bind(ids),
         };
@@ -84,6 +85,10 @@ impl Cells for PgRow {
     }
 
     fn opt_text<I: Column>(&self, column: I) -> Result<Option<String>, StoreError> {
+        Ok(self.try_get(column)?)
+    }
+
+    fn opt_bytes<I: Column>(&self, column: I) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self.try_get(column)?)
     }
 }

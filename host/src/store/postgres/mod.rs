@@ -126,8 +126,17 @@ impl PgStore {
 
 super::queue::queue_by_delegation!(PgStore {
     fn watch_enqueues(&self, wake: Arc<Notify>) -> bool {
+        self.listen(wake::CHANNEL, wake);
+        true
+    }
+});
+
+impl PgStore {
+    /// Spawns a listener on `channel` that wakes `wake`, stopped by [`Store::close`].
+    fn listen(&self, channel: &'static str, wake: Arc<Notify>) {
         let listener = tokio::spawn(wake::listen(
             self.options.clone(),
+            channel,
             wake,
             self.stop.subscribe(),
         ));
@@ -135,12 +144,16 @@ super::queue::queue_by_delegation!(PgStore {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .push(listener);
-        true
     }
-});
+}
 
 #[async_trait]
 impl Store for PgStore {
+    fn watch_deployments(&self, wake: Arc<Notify>) -> bool {
+        self.listen(wake::DEPLOY_CHANNEL, wake);
+        true
+    }
+
     async fn close(&self) {
         self.stop.send_replace(true);
         let listeners = std::mem::take(

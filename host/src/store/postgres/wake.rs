@@ -1,5 +1,6 @@
-//! Cross-host wake-up: a task that LISTENs on the `spool_enqueue` channel and wakes the
-//! dispatcher on every notification.
+//! Cross-host wake-up: a task that LISTENs on a channel (`spool_enqueue`, or `spool_deploy`
+//! for deployments) and wakes its waiter (the dispatcher, the deployment sync) on every
+//! notification.
 //!
 //! The migration `0003_wake_up.sql` notifies that channel from triggers: once per INSERT
 //! statement into `async_task` (by any host or by application SQL), and once per transaction
@@ -17,18 +18,21 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::{Notify, watch};
 
-/// The channel the triggers notify.
+/// The channel the enqueue triggers notify.
 pub(super) const CHANNEL: &str = "spool_enqueue";
+/// The channel the deployment trigger notifies (migration `0014_deployments.sql`).
+pub(super) const DEPLOY_CHANNEL: &str = "spool_deploy";
 /// The first wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// How long one connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Listens until `stop` turns true (or its sender is dropped), calling `wake.notify_one()` on
-/// every notification.
+/// Listens on `channel` until `stop` turns true (or its sender is dropped), calling
+/// `wake.notify_one()` on every notification.
 pub(super) async fn listen(
     options: PgConnectOptions,
+    channel: &'static str,
     wake: Arc<Notify>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -48,12 +52,12 @@ pub(super) async fn listen(
         let session = tokio::select! {
             biased;
             _ = stop.wait_for(|stopped| *stopped) => break,
-            session = subscribe(&pool) => session,
+            session = subscribe(&pool, channel) => session,
         };
         match session {
             Ok(mut listener) => {
                 if connected_before || failing {
-                    tracing::info!("listening for enqueues again");
+                    tracing::info!(channel, "listening for notifications again");
                     // Whatever was enqueued while the connection was down notified nobody.
                     wake.notify_one();
                 }
@@ -74,7 +78,8 @@ pub(super) async fn listen(
                     None => break,
                     Some(reason) => {
                         tracing::warn!(
-                            "lost the enqueue notification connection ({reason}); reconnecting"
+                            channel,
+                            "lost the notification connection ({reason}); reconnecting"
                         );
                         // A short pause, so a server that drops every new connection is not
                         // hammered; failing reconnects back off further below.
@@ -89,7 +94,8 @@ pub(super) async fn listen(
             Err(error) => {
                 if !failing {
                     tracing::warn!(
-                        "cannot listen for enqueues ({error}); retrying, polling meanwhile"
+                        channel,
+                        "cannot listen for notifications ({error}); retrying, polling meanwhile"
                     );
                 }
                 failing = true;
@@ -105,12 +111,12 @@ pub(super) async fn listen(
     pool.close().await;
 }
 
-/// A listener subscribed to [`CHANNEL`] on a fresh connection.
-async fn subscribe(pool: &sqlx::PgPool) -> Result<PgListener, sqlx::Error> {
+/// A listener subscribed to `channel` on a fresh connection.
+async fn subscribe(pool: &sqlx::PgPool, channel: &str) -> Result<PgListener, sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
     // Report a lost connection (`Ok(None)`) instead of reconnecting inside `try_recv`: the
     // loop above reconnects, with backoff, on a listener of its own.
     listener.eager_reconnect(false);
-    listener.listen(CHANNEL).await?;
+    listener.listen(channel).await?;
     Ok(listener)
 }

@@ -56,6 +56,7 @@ fn bind<'q>(
             Arg::OptInt(n) => query.bind(n),
             Arg::Text(text) | Arg::Key(text) | Arg::Search(text) => query.bind(text),
             Arg::OptText(text) => query.bind(text),
+            Arg::Bytes(bytes) => query.bind(bytes),
             Arg::Limit(n) => query.bind(i64::try_from(n).unwrap_or(i64::MAX)),
             Arg::Ids(ids) => query.bind(serde_json::to_string(ids).unwrap_or_default()),
         };
@@ -69,6 +70,10 @@ impl Cells for SqliteRow {
     }
 
     fn opt_text<I: Column>(&self, column: I) -> Result<Option<String>, StoreError> {
+        Ok(self.try_get(column)?)
+    }
+
+    fn opt_bytes<I: Column>(&self, column: I) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self.try_get(column)?)
     }
 }

@@ -16,6 +16,10 @@ impl Cells for Row<'_> {
     fn opt_text<I: Column>(&self, column: I) -> Result<Option<String>, StoreError> {
         Ok(self.get(column)?)
     }
+
+    fn opt_bytes<I: Column>(&self, column: I) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.get(column)?)
+    }
 }
 
 /// Every `async_task` row a statement returns.

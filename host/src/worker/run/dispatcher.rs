@@ -292,7 +292,10 @@ impl Dispatcher {
         let mut hand_back = Vec::new();
         let mut next = None;
         while let Some(task) = ready.pop() {
-            match self.registry.get(&task.task.task_type) {
+            // An attempt whose failure would be final runs the stable build: a candidate on
+            // trial costs a retry at most, never a dead letter.
+            let may_run_candidate = task.task.retry_count < task.task.max_retry;
+            match self.registry.pick(&task.task.task_type, may_run_candidate) {
                 Some(plugin) if !self.paused.contains(&task.task.task_type) => {
                     next = Some((task, plugin));
                     break;
