@@ -23,6 +23,7 @@ mod commands;
 mod control;
 mod crash;
 mod dashboard;
+mod deploy;
 mod grants;
 mod guest_errors;
 mod guest_limits;

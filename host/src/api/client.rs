@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::alerts::AlertsView;
 use super::control::{BulkResponse, PauseView, TypesView};
+use super::deploy::{DeployedView, DeploymentView, VersionsView};
 use super::health::Health;
 use super::plugins::PluginsView;
 use super::schedules::SchedulesView;
@@ -44,6 +45,8 @@ pub struct Client {
     token: Option<String>,
     /// Sent with reads.
     read_token: Option<String>,
+    /// Sent with deploys, promotions and rollbacks, instead of the API token.
+    deploy_token: Option<String>,
     http: reqwest::Client,
 }
 
@@ -55,8 +58,74 @@ impl Client {
             base: base.trim_end_matches('/').to_string(),
             token,
             read_token,
+            deploy_token: None,
             http: reqwest::Client::new(),
         }
+    }
+
+    /// This client, sending `deploy_token` (when there is one) with deploys, promotions and
+    /// rollbacks instead of the API token.
+    pub fn with_deploy_token(mut self, deploy_token: Option<String>) -> Self {
+        self.deploy_token = deploy_token;
+        self
+    }
+
+    /// `POST /plugins/{type}/deploy`: a build (and its manifest) as the type's stable version,
+    /// or with `canary` as a candidate for that share of the attempts.
+    pub async fn deploy(
+        &self,
+        task_type: &str,
+        component: Vec<u8>,
+        manifest: Option<String>,
+        canary: Option<u8>,
+    ) -> Result<DeployedView, ClientError> {
+        let mut form = reqwest::multipart::Form::new().part(
+            "component",
+            reqwest::multipart::Part::bytes(component)
+                .file_name(format!("{task_type}.wasm"))
+                .mime_str("application/wasm")
+                .expect("a valid MIME type"),
+        );
+        if let Some(manifest) = manifest {
+            form = form.text("manifest", manifest);
+        }
+        if let Some(canary) = canary {
+            form = form.text("canary", canary.to_string());
+        }
+        let url = self.url(&format!("/plugins/{task_type}/deploy"));
+        self.deploy_change(self.http.post(url).multipart(form))
+            .await
+    }
+
+    /// `POST /plugins/{type}/promote`.
+    pub async fn promote(&self, task_type: &str) -> Result<DeploymentView, ClientError> {
+        let url = self.url(&format!("/plugins/{task_type}/promote"));
+        self.deploy_change(self.http.post(url)).await
+    }
+
+    /// `POST /plugins/{type}/rollback`, to version `to` or, without it, off the candidate (or
+    /// one version back).
+    pub async fn rollback(
+        &self,
+        task_type: &str,
+        to: Option<u64>,
+        reason: Option<&str>,
+    ) -> Result<DeploymentView, ClientError> {
+        let mut query = Vec::new();
+        if let Some(to) = to {
+            query.push(("to", to.to_string()));
+        }
+        if let Some(reason) = reason {
+            query.push(("reason", reason.to_string()));
+        }
+        let url = self.url(&format!("/plugins/{task_type}/rollback"));
+        self.deploy_change(self.http.post(url).query(&query)).await
+    }
+
+    /// `GET /plugins/{type}/versions`.
+    pub async fn versions(&self, task_type: &str) -> Result<VersionsView, ClientError> {
+        let url = self.url(&format!("/plugins/{task_type}/versions"));
+        self.read(self.http.get(url)).await
     }
 
     /// `POST /tasks`.
@@ -227,6 +296,15 @@ impl Client {
         request: reqwest::RequestBuilder,
     ) -> Result<T, ClientError> {
         self.send(request, self.read_token.as_ref().or(self.token.as_ref()))
+            .await
+    }
+
+    /// Sends a deploy, promotion or rollback, with the deploy token if there is one.
+    async fn deploy_change<T: DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, ClientError> {
+        self.send(request, self.deploy_token.as_ref().or(self.token.as_ref()))
             .await
     }
 

@@ -37,6 +37,14 @@ pub struct BuildArgs {
     /// Where pinned toolchains are installed on first use [default: ~/.cache/spool/tools]
     #[arg(long, env = "SPOOL_TOOLS_DIR")]
     pub tools_dir: Option<PathBuf>,
+    /// Deploy the build through a running host to every host of its database (see `spool deploy`)
+    #[arg(long)]
+    pub deploy: bool,
+    /// With --deploy: try it on this share of the attempts (1-100) first
+    #[arg(long, requires = "deploy", value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub canary: Option<u8>,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 #[derive(Args)]
@@ -59,12 +67,47 @@ pub struct ClientArgs {
     /// Read-only token, used for reads instead of the API token
     #[arg(long, env = "SPOOL_READ_TOKEN", hide_env_values = true)]
     pub read_token: Option<String>,
+    /// Deploy token, used for deploys, promotions and rollbacks instead of the API token
+    #[arg(long, env = "SPOOL_DEPLOY_TOKEN", hide_env_values = true)]
+    pub deploy_token: Option<String>,
 }
 
 impl ClientArgs {
     pub fn client(&self) -> Client {
         Client::new(&self.url, self.token.clone(), self.read_token.clone())
+            .with_deploy_token(self.deploy_token.clone())
     }
+}
+
+#[derive(Args)]
+pub struct DeployArgs {
+    /// The handler build: a component (or WASI program) .wasm file
+    pub file: PathBuf,
+    /// The task type it serves [default: the file's name without .wasm]
+    #[arg(long = "type")]
+    pub task_type: Option<String>,
+    /// Its manifest [default: FILE.toml beside the build, if there is one]
+    #[arg(long)]
+    pub manifest: Option<PathBuf>,
+    /// Try it on this share of the type's attempts (1-100) beside the stable version, instead of making it stable at once
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub canary: Option<u8>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Args)]
+pub struct RollbackArgs {
+    /// The task type
+    pub task_type: String,
+    /// The version to serve [default: drop the candidate on trial, or else one version back]
+    #[arg(long)]
+    pub to: Option<u64>,
+    /// Why, for the deployment history
+    #[arg(long)]
+    pub reason: Option<String>,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 #[derive(Args)]

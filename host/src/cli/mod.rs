@@ -14,10 +14,11 @@ use anyhow::{Context, Result};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use args::{
-    ArchiveArgs, BuildArgs, BulkArgs, ClientArgs, EnqueueArgs, IdArgs, NewArgs, PluginsArgs,
-    SchedulesArgs, ServeArgs, StatusArgs, TasksArgs, TypeArgs, TypesArgs,
+    ArchiveArgs, BuildArgs, BulkArgs, ClientArgs, DeployArgs, EnqueueArgs, IdArgs, NewArgs,
+    PluginsArgs, RollbackArgs, SchedulesArgs, ServeArgs, StatusArgs, TasksArgs, TypeArgs,
+    TypesArgs,
 };
-use commands::{host, info, tasks};
+use commands::{deploy, host, info, tasks};
 
 #[derive(Parser)]
 #[command(
@@ -67,6 +68,14 @@ pub enum Command {
     /// Write handlers: start one from a template, build one into the plugin folder.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// Deploy a handler build through a running host to every host of its database, at once or as a canary.
+    Deploy(DeployArgs),
+    /// Make a type's candidate on trial its stable version on every host.
+    Promote(TypeArgs),
+    /// Drop a type's candidate, or go back to an earlier version, on every host.
+    Rollback(RollbackArgs),
+    /// List a deployed type's kept versions and its deployment history.
+    Versions(TypeArgs),
 }
 
 #[derive(Subcommand)]
@@ -137,6 +146,10 @@ pub fn run(cli: Cli) -> Result<()> {
             Command::Alert(AlertCommand::Drill(args)) => info::drill(args).await,
             Command::Plugins(args) => info::plugins(args).await,
             Command::Schedules(args) => info::schedules(args).await,
+            Command::Deploy(args) => deploy::deploy(args).await,
+            Command::Promote(args) => deploy::promote(args).await,
+            Command::Rollback(args) => deploy::rollback(args).await,
+            Command::Versions(args) => deploy::versions(args).await,
             Command::Plugin(_) => unreachable!("handled before the runtime starts"),
         }
     })

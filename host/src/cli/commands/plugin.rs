@@ -1,6 +1,8 @@
 //! `spool plugin new` and `spool plugin build`: the handler toolchain (the `spool-toolchain`
 //! crate, behind the default-on `toolchain` feature), or, without it, how to get it.
 
+#[cfg(feature = "toolchain")]
+use anyhow::Context;
 use anyhow::Result;
 
 use crate::cli::PluginCommand;
@@ -30,6 +32,8 @@ pub fn run(command: PluginCommand) -> Result<()> {
                     .unwrap_or_else(spool_toolchain::default_tools_dir),
                 check_manifest,
             };
+            let (deploy, canary) = (args.deploy, args.canary);
+            let client = args.client.client();
             let built = spool_toolchain::build(&request)?;
             println!(
                 "built {} ({}, {:.1} MB) in {:.1?}{}",
@@ -39,9 +43,31 @@ pub fn run(command: PluginCommand) -> Result<()> {
                 built.elapsed,
                 built
                     .manifest
+                    .as_ref()
                     .map(|m| format!(", with {}", m.display()))
                     .unwrap_or_default()
             );
+            if deploy {
+                let runtime =
+                    tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+                let task_type = built
+                    .wasm
+                    .file_stem()
+                    .and_then(|stem| stem.to_str())
+                    .unwrap_or_default()
+                    .to_string();
+                let deployed = runtime.block_on(super::deploy::deploy_file(
+                    &client,
+                    &built.wasm,
+                    &task_type,
+                    built.manifest.as_deref(),
+                    canary,
+                ))?;
+                print!(
+                    "{}",
+                    crate::cli::render::deploy::deployed_summary(&deployed)
+                );
+            }
             Ok(())
         }
     }

@@ -3,7 +3,9 @@
 //!
 //! - [`tasks`]: a task and its attempt history, the task listing, a bulk change's summary.
 //! - [`host`]: task types, plugins, schedules, an alert drill.
+//! - [`deploy`]: a deploy, a promotion or rollback, a type's versions and history.
 
+pub mod deploy;
 pub mod host;
 pub mod tasks;
 
