@@ -348,6 +348,7 @@ async fn spawn(
         tracing::info!("woken by the database on every enqueue, from any host or application");
     }
     let in_flight = Arc::new(InFlight::default());
+    let tallies = Arc::new(crate::worker::run::tallies::BuildTallies::default());
     let paused = Arc::new(crate::worker::run::paused::PausedTypes::default());
     let estimates = Arc::new(crate::worker::run::estimates::Estimates::default());
     let finished = Arc::new(crate::worker::run::finished::Finished::default());
@@ -382,6 +383,7 @@ async fn spawn(
         wake: wake.clone(),
         shutdown: shutdown.clone(),
         paused: paused.clone(),
+        tallies: tallies.clone(),
     };
     let lease_keeper = LeaseKeeper {
         store: store.clone(),
@@ -460,6 +462,35 @@ async fn spawn(
         board: schedule_board.clone(),
         shutdown: shutdown.clone(),
     };
+    // Canary trials, judged by the leader; a rollback goes to the alert channels.
+    let (verdicts, mut verdicts_in) = tokio::sync::mpsc::unbounded_channel();
+    let canary = crate::worker::upkeep::canary::CanaryJudge {
+        store: store.clone(),
+        rules: config.canary_rules(),
+        host_id: host_id.clone(),
+        leadership: leadership.clone(),
+        shutdown: shutdown.clone(),
+        verdicts,
+    };
+    let canary_alerts = {
+        let (alerts, host_id) = (alerts.clone(), host_id.clone());
+        let dashboard = config.alerts.dashboard_url.clone();
+        async move {
+            while let Some(verdict) = verdicts_in.recv().await {
+                if verdict.action == "rollback" {
+                    let alert = crate::alerts::message::Alert::canary_rolled_back(
+                        &verdict.task_type,
+                        verdict.version,
+                        &verdict.detail,
+                        &host_id,
+                        &dashboard,
+                        verdict.at,
+                    );
+                    alerts.send(&alert).await;
+                }
+            }
+        }
+    };
     // Deployments: at once where the database notifies (PostgreSQL), else at the poll interval.
     let deploy_wake = Arc::new(Notify::new());
     store.watch_deployments(deploy_wake.clone());
@@ -514,6 +545,9 @@ async fn spawn(
     let sampler = tokio::spawn(sampler.run());
     let alert_service = tokio::spawn(alert_service.run());
     let elector = tokio::spawn(elector.run());
+    let tallies = tokio::spawn(tallies.run(store.clone(), host_id.clone(), shutdown.clone()));
+    let canary = tokio::spawn(canary.run());
+    let canary_alerts = tokio::spawn(canary_alerts);
     let dispatcher = supervise(
         "dispatcher",
         tokio::spawn(dispatcher.run()),
@@ -544,6 +578,9 @@ async fn spawn(
         let _ = sampler.await;
         let _ = alert_service.await;
         let _ = elector.await;
+        let _ = canary.await;
+        let _ = tallies.await;
+        canary_alerts.abort();
         let _ = watcher.await;
         let _ = deployments.await;
         let _ = server.await;

@@ -50,3 +50,19 @@ CREATE TABLE IF NOT EXISTS spool_deploy_event (
     PRIMARY KEY (id),
     KEY spool_deploy_event_by_type (task_type, id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+CREATE TABLE IF NOT EXISTS spool_build_tally (
+    task_type     VARCHAR(64)  NOT NULL,
+    digest        VARCHAR(64)  NOT NULL,
+    host_id       VARCHAR(191) NOT NULL,
+    window_ms     BIGINT       NOT NULL,
+    attempts      BIGINT       NOT NULL,
+    failures      BIGINT       NOT NULL,
+    wall_ms_total BIGINT       NOT NULL,
+    wall_buckets  TEXT         NOT NULL,
+    fuel_total    BIGINT       NOT NULL,
+    fuel_attempts BIGINT       NOT NULL,
+    memory_peak   BIGINT       NOT NULL,
+    updated_at    BIGINT       NOT NULL,
+    PRIMARY KEY (task_type, digest, host_id, window_ms)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

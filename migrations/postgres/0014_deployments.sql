@@ -56,6 +56,26 @@ CREATE TABLE spool_deploy_event (
 );
 CREATE INDEX spool_deploy_event_by_type ON spool_deploy_event (task_type, id);
 
+-- spool_build_tally: how each build did, as each host counted its attempts: per (type, build,
+-- host, window), where the window is the candidate's trial start (0 outside a trial). Hosts
+-- write their counts every few seconds; the leader's canary verdict sums them over hosts.
+-- wall_buckets: a JSON object of attempt times in logarithmic buckets (plugins/tally.rs).
+CREATE TABLE spool_build_tally (
+    task_type     TEXT   NOT NULL,
+    digest        TEXT   NOT NULL,
+    host_id       TEXT   NOT NULL,
+    window_ms     BIGINT NOT NULL,
+    attempts      BIGINT NOT NULL,
+    failures      BIGINT NOT NULL,
+    wall_ms_total BIGINT NOT NULL,
+    wall_buckets  TEXT   NOT NULL,
+    fuel_total    BIGINT NOT NULL,
+    fuel_attempts BIGINT NOT NULL,
+    memory_peak   BIGINT NOT NULL,
+    updated_at    BIGINT NOT NULL,
+    PRIMARY KEY (task_type, digest, host_id, window_ms)
+);
+
 -- Hosts LISTEN on spool_deploy and load a change at once; once per statement, on commit.
 CREATE FUNCTION spool_notify_deploy() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

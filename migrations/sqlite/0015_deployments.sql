@@ -44,3 +44,19 @@ CREATE TABLE spool_deploy_event (
     detail    TEXT
 );
 CREATE INDEX spool_deploy_event_by_type ON spool_deploy_event (task_type, id);
+
+CREATE TABLE spool_build_tally (
+    task_type     TEXT    NOT NULL,
+    digest        TEXT    NOT NULL,
+    host_id       TEXT    NOT NULL,
+    window_ms     INTEGER NOT NULL,
+    attempts      INTEGER NOT NULL,
+    failures      INTEGER NOT NULL,
+    wall_ms_total INTEGER NOT NULL,
+    wall_buckets  TEXT    NOT NULL,
+    fuel_total    INTEGER NOT NULL,
+    fuel_attempts INTEGER NOT NULL,
+    memory_peak   INTEGER NOT NULL,
+    updated_at    INTEGER NOT NULL,
+    PRIMARY KEY (task_type, digest, host_id, window_ms)
+);

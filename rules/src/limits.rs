@@ -79,6 +79,20 @@ pub const KV_KEYS: Bounds<u64> = Bounds {
     shown: "1 or more",
 };
 
+/// Candidate attempts before a canary is judged (`canary_min_attempts`).
+pub const CANARY_MIN_ATTEMPTS: Bounds<u64> = Bounds {
+    min: 1,
+    max: 1_000_000,
+    shown: "a number of attempts from 1 to 1000000",
+};
+
+/// Percentage points of failed attempts a candidate may add (`canary_max_failure_increase`).
+pub const CANARY_MAX_FAILURE_INCREASE: Bounds<u64> = Bounds {
+    min: 0,
+    max: 100,
+    shown: "percentage points from 0 to 100",
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

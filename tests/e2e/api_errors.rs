@@ -149,10 +149,13 @@ fn array_bodies_are_refused_on_every_route() {
     let waiting = body["id"].clone();
 
     let (_, spec) = host.get("/openapi.json");
-    let mut taking_a_body = Vec::new();
+    let (mut taking_a_body, mut taking_a_form) = (Vec::new(), Vec::new());
     for (path, operations) in spec["paths"].as_object().unwrap() {
-        if operations["post"]["requestBody"].is_object() {
+        let content = &operations["post"]["requestBody"]["content"];
+        if content["application/json"].is_object() {
             taking_a_body.push(path.clone());
+        } else if content["multipart/form-data"].is_object() {
+            taking_a_form.push(path.clone());
         }
     }
     taking_a_body.sort();
@@ -160,6 +163,18 @@ fn array_bodies_are_refused_on_every_route() {
         taking_a_body,
         ["/tasks", "/tasks/batch", "/tasks/discard", "/tasks/retry"],
         "a new route with a body: it is covered below, update this list"
+    );
+    // The deploy takes a form (a build's bytes), and says so to a JSON body.
+    assert_eq!(taking_a_form, ["/plugins/{name}/deploy"]);
+    let (status, body) = host.post("/plugins/noop/deploy", &json!(["noop"]));
+    assert_eq!(status, 415, "{body}");
+    assert_eq!(body["error"]["code"], "unsupported_media_type", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("multipart/form-data"),
+        "{body}"
     );
 
     let every_field_of_a_bulk_request = json!([[], null, null, null, null, null, false, true]);

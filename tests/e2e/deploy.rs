@@ -461,3 +461,125 @@ fn a_deployment_shadows_the_folder_file_and_a_host_without_a_folder_serves_it() 
         "{log}"
     );
 }
+
+/// The deployment history of [`TYPE`], newest first.
+fn history(host: &Host) -> Vec<Value> {
+    let (status, body) = host.get(&format!("/plugins/{TYPE}/versions"));
+    assert_eq!(status, 200, "{body}");
+    body["history"].as_array().unwrap().clone()
+}
+
+/// Enqueues `count` tasks of [`TYPE`] without waiting for them.
+fn enqueue_tasks(host: &Host, count: usize) -> Vec<i64> {
+    let requests: Vec<Value> = (0..count)
+        .map(|i| json!({"task_type": TYPE, "payload": {"i": i}}))
+        .collect();
+    host.enqueue_all(&requests)
+}
+
+/// Short trials, and a short lease so leadership moves within seconds of a kill.
+const JUDGED: &[&str] = &[
+    "--canary-min-attempts",
+    "20",
+    "--canary-duration",
+    "10s",
+    "--lease",
+    "3s",
+    "--rescue-interval",
+    "1s",
+];
+
+#[test]
+fn the_leader_rolls_back_a_failing_candidate_and_promotes_a_sound_one_once_despite_a_kill_on_postgres()
+ {
+    let Some(url) =
+        servers::url(Backend::Postgres).map(|_| servers::fresh_database(Backend::Postgres))
+    else {
+        return;
+    };
+    let (workspaces, mut hosts) = hosts_on(&url, 3, JUDGED);
+    let (noop, trap, clock) = (digest_of("noop"), digest_of("trap"), digest_of("clock"));
+    deploy(&hosts[0], &workspaces[0], "noop", None);
+    until_served(&hosts, &noop, None, Duration::from_secs(10));
+
+    // A trapping candidate on a quarter of the attempts: rolled back by the leader alone.
+    deploy(&hosts[1], &workspaces[1], "trap", Some(25));
+    until_served(&hosts, &noop, Some(&trap), Duration::from_secs(10));
+    let first = enqueue_tasks(&hosts[2], 400);
+    let rollback = eventually(
+        Duration::from_secs(60),
+        "the candidate to be rolled back",
+        || {
+            history(&hosts[0])
+                .into_iter()
+                .find(|event| event["action"] == "rollback")
+        },
+    );
+    assert_eq!(rollback["right"], "leader", "{rollback}");
+    assert_eq!(rollback["version"], 2);
+    let detail = rollback["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("candidate version 2: ") && detail.contains("past the limit of 10"),
+        "{detail}"
+    );
+    until_served(&hosts, &noop, None, Duration::from_secs(10));
+    for id in &first {
+        let task = hosts[0].wait_final(*id);
+        assert_eq!(task["status"], "done", "{task}");
+    }
+    for id in run_tasks(&hosts[1], 40) {
+        assert_eq!(attempt_builds(&hosts[1], id), [noop.clone()]);
+    }
+    // The rollback went to the alert channels (and the alert log).
+    let (_, alerts) = hosts[0].get("/alerts");
+    let sent = alerts["recent"].as_array().unwrap();
+    assert!(
+        sent.iter()
+            .any(|a| a["alert"] == "canary:work" && a["event"] == "rollback"),
+        "{alerts}"
+    );
+
+    // A sound candidate on half the attempts; the leader is killed during its trial.
+    deploy(&hosts[0], &workspaces[0], "clock", Some(50));
+    until_served(&hosts, &noop, Some(&clock), Duration::from_secs(10));
+    run_tasks(&hosts[2], 100);
+    let leader = hosts[0].leader().expect("a leader");
+    let index = hosts
+        .iter()
+        .position(|host| host.host_id() == leader)
+        .expect("the leader is one of the hosts");
+    hosts[index].kill();
+    let survivors: Vec<Host> = hosts
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| *i != index)
+        .map(|(_, host)| host)
+        .collect();
+    run_tasks(&survivors[0], 60);
+    eventually(
+        Duration::from_secs(60),
+        "the candidate to be promoted",
+        || {
+            history(&survivors[0])
+                .into_iter()
+                .find(|event| event["action"] == "promote")
+        },
+    );
+    until_served(&survivors, &clock, None, Duration::from_secs(10));
+    // Once: one promotion, by a leader, of version 3.
+    std::thread::sleep(Duration::from_secs(3));
+    let promotions: Vec<Value> = history(&survivors[1])
+        .into_iter()
+        .filter(|event| event["action"] == "promote")
+        .collect();
+    assert_eq!(promotions.len(), 1, "{promotions:?}");
+    assert_eq!(promotions[0]["right"], "leader");
+    assert_eq!(promotions[0]["version"], 3);
+    assert!(
+        promotions[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("within the limit of 10"),
+        "{promotions:?}"
+    );
+}

@@ -42,6 +42,10 @@ fn openapi_describes_every_route_and_the_real_task_shape() {
         ("get", "/types"),
         ("post", "/types/{name}/pause"),
         ("post", "/types/{name}/resume"),
+        ("post", "/plugins/{name}/deploy"),
+        ("post", "/plugins/{name}/promote"),
+        ("post", "/plugins/{name}/rollback"),
+        ("get", "/plugins/{name}/versions"),
     ]
     .into_iter()
     .map(|(m, p)| (m.to_string(), p.to_string()))

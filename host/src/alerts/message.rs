@@ -93,6 +93,38 @@ impl Alert {
         }
     }
 
+    /// The message that a canary candidate was rolled back on every host (`event` `rollback`:
+    /// a notice, not an alert that stays open).
+    pub fn canary_rolled_back(
+        task_type: &str,
+        version: u64,
+        detail: &str,
+        host: &str,
+        dashboard_url: &str,
+        at: DateTime<Utc>,
+    ) -> Alert {
+        Alert {
+            event: "rollback",
+            alert: format!("canary:{task_type}"),
+            rule: Some("canary"),
+            task_type: Some(task_type.to_string()),
+            count: version,
+            subject: format!("[spool] ROLLED BACK: {task_type} version {version} on every host"),
+            text: format!(
+                "Spool rolled back the candidate version {version} of {task_type} on every host at {}: {detail}.
+                 The stable version serves all attempts again; the candidate's failed attempts are retried on it.
+                 See `spool versions {task_type}`. Decided by host {host}.
+Dashboard: {dashboard_url}",
+                time(at)
+            ),
+            host: host.to_string(),
+            dashboard_url: dashboard_url.to_string(),
+            since: at,
+            at,
+            drill: false,
+        }
+    }
+
     /// The marked test message of a drill.
     pub fn drill(host: &str, dashboard_url: &str, at: DateTime<Utc>) -> Alert {
         Alert {

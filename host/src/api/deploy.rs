@@ -199,6 +199,20 @@ fn changed_meanwhile(task_type: &str) -> ApiError {
     )
 }
 
+/// The deploy form (`multipart/form-data`), as the API description gives it.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct DeployForm {
+    /// The handler build: a component of the handler world, or a WASI program.
+    #[schema(value_type = String, format = Binary)]
+    component: Vec<u8>,
+    /// Its manifest (TOML text); absent: the host's defaults.
+    manifest: Option<String>,
+    /// Run the build as a candidate on this share of the attempts (percent).
+    #[schema(minimum = 1, maximum = 100)]
+    canary: Option<u8>,
+}
+
 /// What a deploy request carries.
 struct Upload {
     component: Vec<u8>,
@@ -284,13 +298,14 @@ async fn read_upload(mut form: Multipart, max_component: usize) -> Result<Upload
 /// checks a file; a build that fails is refused and nothing changes. Needs the deploy token
 /// where one is configured.
 #[utoipa::path(post, path = "/plugins/{name}/deploy", tag = "host", params(DeployPath),
-    request_body(content_type = "multipart/form-data", description = "`component` (the .wasm file), `manifest` (TOML, optional), `canary` (1-100, optional)"),
+    request_body(content = DeployForm, content_type = "multipart/form-data"),
     responses(
         (status = 201, description = "Deployed", body = DeployedView),
         (status = 400, description = "Not a task type name", body = ErrorBody),
         (status = 403, description = "The API token alone cannot deploy (a deploy token is set)", body = ErrorBody),
         (status = 409, description = "A canary needs a stable version that differs from the candidate", body = ErrorBody),
         (status = 413, description = "The component is over max_plugin_size", body = ErrorBody),
+        (status = 415, description = "The body is not a multipart/form-data form", body = ErrorBody),
         (status = 422, description = "Not a handler build, or its manifest is invalid", body = ErrorBody),
         (status = 503, description = "The database does not answer", body = ErrorBody),
     ))]
@@ -460,6 +475,7 @@ async fn deployment_of(state: &AppState, task_type: &str) -> Result<Deployment, 
 #[utoipa::path(post, path = "/plugins/{name}/promote", tag = "host", params(DeployPath),
     responses(
         (status = 200, description = "Promoted", body = DeploymentView),
+        (status = 400, description = "Not a task type name, or an invalid parameter", body = ErrorBody),
         (status = 404, description = "The type is not deployed", body = ErrorBody),
         (status = 409, description = "No candidate, or the deployment changed meanwhile", body = ErrorBody),
     ))]
@@ -489,16 +505,23 @@ pub struct RollbackQuery {
 #[utoipa::path(post, path = "/plugins/{name}/rollback", tag = "host", params(DeployPath, RollbackQuery),
     responses(
         (status = 200, description = "Rolled back", body = DeploymentView),
+        (status = 400, description = "Not a task type name, or an invalid parameter", body = ErrorBody),
         (status = 404, description = "The type is not deployed, or has no such version", body = ErrorBody),
         (status = 409, description = "Nothing to roll back to, or the deployment changed meanwhile", body = ErrorBody),
     ))]
 pub async fn rollback(
     State(state): State<Arc<AppState>>,
     ApiPath(path): ApiPath<DeployPath>,
-    Query(query): Query<RollbackQuery>,
+    query: Result<Query<RollbackQuery>, axum::extract::rejection::QueryRejection>,
     request: Request,
 ) -> Result<Json<DeploymentView>, ApiError> {
     let task_type = checked_type(path)?;
+    let Query(query) = query.map_err(|rejection| {
+        ApiError::bad_request(format!(
+            "{}; `to` is a version number (spool versions {task_type} lists them)",
+            rejection.body_text()
+        ))
+    })?;
     let actor = actor(&request);
     let deployment = deployment_of(&state, &task_type).await?;
     let kept: Vec<u64> = state
@@ -519,6 +542,7 @@ pub async fn rollback(
 #[utoipa::path(get, path = "/plugins/{name}/versions", tag = "host", params(DeployPath),
     responses(
         (status = 200, description = "The versions and the history", body = VersionsView),
+        (status = 400, description = "Not a task type name, or an invalid parameter", body = ErrorBody),
         (status = 404, description = "The type was never deployed", body = ErrorBody),
     ))]
 pub async fn versions(

@@ -22,7 +22,8 @@ pub struct ErrorDetail {
     /// Stable identifier: `invalid_json`, `invalid_request`, `unknown_task_type`,
     /// `payload_too_large`, `unauthorized`, `forbidden_host`, `forbidden_origin`, `not_found`,
     /// `method_not_allowed`, `conflict`, `request_timeout`, `unsupported_media_type`,
-    /// `unavailable`, `internal`, `no_channels` and `drill_failed` (`POST /alerts/drill`).
+    /// `unavailable`, `internal`, `no_channels` and `drill_failed` (`POST /alerts/drill`),
+    /// `invalid_plugin` and `deploy_token_required` (`POST /plugins/{name}/deploy`).
     pub code: &'static str,
     /// Human-readable explanation with the fix.
     pub message: String,

@@ -41,13 +41,17 @@ pub struct PluginView {
     pub loading_since: Option<DateTime<Utc>>,
     /// Where the serving build comes from: `folder` (this host's plugin folder) or
     /// `deployment` (deployed through the database to every host).
+    #[serde(default)]
     pub source: String,
     /// The deployed version number serving (source `deployment`).
+    #[serde(default)]
     pub deployed_version: Option<u64>,
     /// The candidate on trial beside it, and its share of the attempts.
+    #[serde(default)]
     pub candidate: Option<CandidateView>,
     /// A file in this host's plugin folder for the same type, which the deployment shadows: it
     /// serves again only if the deployment is removed.
+    #[serde(default)]
     pub shadowed_file: Option<String>,
 }
 

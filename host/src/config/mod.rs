@@ -38,7 +38,8 @@ use rules::{
     Within, ZeroMeans,
 };
 use spool_rules::limits::{
-    BACKOFF, DEFAULT_MAX_PAYLOAD, EFFECT_RETENTION, KV_KEYS, MAX_RETRY, MEMORY, TIMEOUT,
+    BACKOFF, CANARY_MAX_FAILURE_INCREASE, CANARY_MIN_ATTEMPTS, DEFAULT_MAX_PAYLOAD,
+    EFFECT_RETENTION, KV_KEYS, MAX_RETRY, MEMORY, TIMEOUT,
 };
 use spool_rules::size::show_size;
 
@@ -73,6 +74,12 @@ pub const DEFAULT_MAX_RESULT: usize = 1 << 20;
 pub const DEFAULT_MAX_PLUGIN_SIZE: usize = 128 << 20;
 /// Deployed versions kept per task type.
 pub const DEFAULT_KEEP_VERSIONS: usize = 10;
+/// Candidate attempts before a canary is judged.
+pub const DEFAULT_CANARY_MIN_ATTEMPTS: u64 = 20;
+/// The percentage points of failed attempts a candidate may add before it is rolled back.
+pub const DEFAULT_CANARY_MAX_FAILURE_INCREASE: u64 = 10;
+/// How long a sound candidate stays on trial before it is promoted.
+pub const DEFAULT_CANARY_DURATION: Duration = Duration::from_secs(600);
 /// The largest request body (a batch of payloads).
 pub const DEFAULT_MAX_BODY: usize = 16 << 20;
 /// The most tasks one batch request may enqueue.
@@ -291,6 +298,24 @@ settings! {
         env: "SPOOL_KEEP_VERSIONS",
         default: DEFAULT_KEEP_VERSIONS,
         rule: AtLeastOne,
+    },
+    /// Attempts a canary candidate must have run before it is judged
+    canary_min_attempts: u64 {
+        env: "SPOOL_CANARY_MIN_ATTEMPTS",
+        default: DEFAULT_CANARY_MIN_ATTEMPTS,
+        rule: Within(CANARY_MIN_ATTEMPTS),
+    },
+    /// How many percentage points more often than the stable build a candidate's attempts may fail before it is rolled back on every host
+    canary_max_failure_increase: u64 {
+        env: "SPOOL_CANARY_MAX_FAILURE_INCREASE",
+        default: DEFAULT_CANARY_MAX_FAILURE_INCREASE,
+        rule: Within(CANARY_MAX_FAILURE_INCREASE),
+    },
+    /// How long a candidate that passes stays on trial before it is promoted on every host, e.g. 10m
+    canary_duration: Duration {
+        env: "SPOOL_CANARY_DURATION",
+        default: DEFAULT_CANARY_DURATION,
+        rule: Positive,
     },
     /// Keys a task type may keep in its key-value store, unless its manifest says otherwise
     kv_max_keys: u64 {
@@ -511,6 +536,15 @@ fn finish(
 
 impl Config {
     /// The per-task-type defaults these settings give.
+    /// When the leader judges a canary candidate.
+    pub fn canary_rules(&self) -> crate::plugins::rollout::CanaryRules {
+        crate::plugins::rollout::CanaryRules {
+            min_attempts: self.canary_min_attempts,
+            max_failure_increase: self.canary_max_failure_increase,
+            duration: self.canary_duration,
+        }
+    }
+
     pub fn defaults(&self) -> Defaults {
         Defaults {
             max_retry: self.max_retry,

@@ -381,7 +381,7 @@ fn every_default_as_shown_reads_back_as_itself() {
             // Defaults in words: a value of the same kind instead.
             "concurrency" => "4".to_string(),
             "allowed_hosts" => "spool.test".to_string(),
-            "api_token" | "read_token" => "token".to_string(),
+            "api_token" | "read_token" | "deploy_token" => "token".to_string(),
             "grants_root" => "plugin-data".to_string(),
             _ => (setting.shown)(),
         };

@@ -108,6 +108,7 @@ impl DeploymentSync {
                     revision: deployment.revision,
                     stable,
                     candidate,
+                    canary_since: deployment.canary_since,
                 })
                 .map_err(|error| error.to_string())
         }

@@ -12,6 +12,7 @@ pub mod manifest;
 pub mod policy;
 pub mod registry;
 pub mod rollout;
+pub mod tally;
 pub mod watcher;
 
 pub use loader::{LoadError, PluginLoader};

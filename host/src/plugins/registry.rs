@@ -53,6 +53,9 @@ pub struct Deployed {
     pub revision: u64,
     pub stable: Arc<Plugin>,
     pub candidate: Option<Candidate>,
+    /// When the candidate's trial began: the window its attempts (and the stable build's
+    /// beside them) are counted in.
+    pub canary_since: Option<DateTime<Utc>>,
 }
 
 /// A candidate version and the share of attempts it runs.

@@ -1,9 +1,25 @@
 //! The rules of changing what a deployed type serves: what promoting and rolling back mean,
-//! and when either is refused. Pure decisions over a [`Deployment`]; the caller (the API, the
+//! when either is refused, and the canary's verdict ([`verdict`]). Pure decisions over a [`Deployment`]; the caller (the API, the
 //! canary's verdict) applies them with [`crate::store::deployments::Deployments::change_deployment`]
 //! on the revision it read, so a decision made on a stale view changes nothing.
 
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+use super::tally::Tally;
 use crate::store::deployments::Deployment;
+
+/// When a candidate is judged (the host's `canary_*` settings).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CanaryRules {
+    /// Candidate attempts before any verdict.
+    pub min_attempts: u64,
+    /// How far the candidate's share of failed attempts may exceed the stable build's, in
+    /// percentage points, before it is rolled back.
+    pub max_failure_increase: u64,
+    /// How long a candidate that passes stays on trial before it is promoted.
+    pub duration: Duration,
+}
 
 /// Which versions a type should serve after a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,9 +114,140 @@ pub fn roll_back(
     }
 }
 
+/// The canary's verdict on a candidate, from what the stable and the candidate builds did
+/// since the trial began: rolled back once it has `min_attempts` and fails more than
+/// `max_failure_increase` points more often than the stable build; promoted once it has
+/// `min_attempts` and `duration` has passed; else none yet (a quiet type's candidate waits for
+/// attempts, or for a promotion by hand). The detail states the figures.
+pub fn verdict(
+    deployment: &Deployment,
+    stable: &Tally,
+    candidate: &Tally,
+    rules: &CanaryRules,
+    now: DateTime<Utc>,
+) -> Option<(Target, String)> {
+    let number = deployment.candidate?;
+    let since = deployment.canary_since?;
+    if candidate.attempts < rules.min_attempts {
+        return None;
+    }
+    let increase = (candidate.failure_share() - stable.failure_share()) * 100.0;
+    let figures = comparison(number, stable, candidate);
+    if increase > rules.max_failure_increase as f64 {
+        let detail = format!(
+            "{figures}; failures {increase:+.1} points over the stable build's, past the limit of {} (canary_max_failure_increase)",
+            rules.max_failure_increase
+        );
+        return Some((roll_back(deployment, &[], None).ok()?, detail));
+    }
+    let elapsed = (now - since).to_std().unwrap_or_default();
+    if elapsed >= rules.duration {
+        let detail = format!(
+            "{figures}; failures {increase:+.1} points over the stable build's, within the limit of {}, for {:?} (canary_duration)",
+            rules.max_failure_increase, rules.duration
+        );
+        return Some((promote(deployment).ok()?, detail));
+    }
+    None
+}
+
+/// The candidate's figures beside the stable build's, in words.
+fn comparison(number: u64, stable: &Tally, candidate: &Tally) -> String {
+    let share = |t: &Tally| {
+        format!(
+            "{} of {} attempts failed ({:.1} %)",
+            t.failures,
+            t.attempts,
+            t.failure_share() * 100.0
+        )
+    };
+    let mut text = format!(
+        "candidate version {number}: {}; stable: {}",
+        share(candidate),
+        share(stable)
+    );
+    let ratio = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0 => Some(a as f64 / b as f64),
+        _ => None,
+    };
+    let mut costs = Vec::new();
+    if let Some(r) = ratio(candidate.wall_ms_at(0.5), stable.wall_ms_at(0.5)) {
+        costs.push(format!("p50 time {r:.1}×"));
+    }
+    if let Some(r) = ratio(candidate.mean_fuel(), stable.mean_fuel()) {
+        costs.push(format!("fuel {r:.1}×"));
+    }
+    if let Some(r) = ratio(Some(candidate.memory_peak), Some(stable.memory_peak)) {
+        costs.push(format!("peak memory {r:.1}×"));
+    }
+    if !costs.is_empty() {
+        text.push_str(&format!(
+            "; candidate's cost against the stable's: {}",
+            costs.join(", ")
+        ));
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
+    use super::super::tally::Counted;
     use super::*;
+
+    fn tally(attempts: u64, failures: u64, wall_ms: u64) -> Tally {
+        let mut tally = Tally::default();
+        for i in 0..attempts {
+            tally.count(Counted {
+                failed: i < failures,
+                wall_ms,
+                fuel: Some(100),
+                memory: 1 << 20,
+            });
+        }
+        tally
+    }
+
+    #[test]
+    fn a_candidate_that_fails_more_is_rolled_back_and_a_sound_one_promoted_in_time() {
+        let rules = CanaryRules {
+            min_attempts: 20,
+            max_failure_increase: 10,
+            duration: Duration::from_secs(600),
+        };
+        let mut trial = deployment(Some(3), Some(5));
+        let start = chrono::DateTime::UNIX_EPOCH;
+        trial.canary_since = Some(start);
+        let soon = start + chrono::TimeDelta::seconds(60);
+        let later = start + chrono::TimeDelta::seconds(601);
+        let stable = tally(100, 2, 10);
+        // Too few attempts: no verdict, however bad.
+        assert_eq!(
+            verdict(&trial, &stable, &tally(19, 19, 10), &rules, later),
+            None
+        );
+        // 30 % against 2 %: back.
+        let (target, detail) = verdict(&trial, &stable, &tally(20, 6, 25), &rules, soon).unwrap();
+        assert_eq!(
+            (target.action, target.stable, target.candidate),
+            ("rollback", Some(3), None)
+        );
+        assert!(detail.starts_with("candidate version 5: 6 of 20 attempts failed (30.0 %); stable: 2 of 100 attempts failed (2.0 %)"), "{detail}");
+        assert!(detail.contains("p50 time 2."), "{detail}");
+        assert!(detail.contains("+28.0 points"), "{detail}");
+        // 10 % against 2 %: within the limit; promoted once the duration passed.
+        assert_eq!(
+            verdict(&trial, &stable, &tally(20, 2, 10), &rules, soon),
+            None
+        );
+        let (target, detail) = verdict(&trial, &stable, &tally(20, 2, 10), &rules, later).unwrap();
+        assert_eq!((target.action, target.stable), ("promote", Some(5)));
+        assert!(detail.contains("within the limit of 10"), "{detail}");
+        // No trial, no verdict.
+        assert_eq!(
+            verdict(&deployment(Some(3), None), &stable, &stable, &rules, later),
+            None
+        );
+    }
 
     fn deployment(stable: Option<u64>, candidate: Option<u64>) -> Deployment {
         Deployment {

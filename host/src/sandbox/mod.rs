@@ -148,6 +148,9 @@ pub struct Attempt {
     /// Fuel the attempt consumed, for handlers of the Spool world that ran to an end (not
     /// known for WASI programs, nor when the attempt timed out).
     pub fuel_used: Option<u64>,
+    /// The most memory the attempt held at once (all its linear memories and tables), for
+    /// handlers of the Spool world that ran to an end (0 where not known).
+    pub peak_memory: u64,
 }
 
 /// A compiled handler, validated and ready to instantiate: a component of the handler world,
@@ -404,6 +407,7 @@ impl Sandbox {
     ) -> Attempt {
         let log = TaskLog::new(limits.log_bytes);
         let fuel_used = std::sync::atomic::AtomicU64::new(u64::MAX);
+        let peak_memory = std::sync::atomic::AtomicU64::new(0);
         let call = async {
             match &handler.kind {
                 HandlerKind::World(pre, handle) => {
@@ -417,6 +421,11 @@ impl Sandbox {
                                     std::sync::atomic::Ordering::Relaxed,
                                 );
                             }
+                            // Memories and tables only grow, so what they hold now is the peak.
+                            peak_memory.store(
+                                store.data().limits.used() as u64,
+                                std::sync::atomic::Ordering::Relaxed,
+                            );
                             outcome
                         }
                         Err(error) => {
@@ -460,6 +469,7 @@ impl Sandbox {
             outcome,
             log,
             fuel_used,
+            peak_memory: peak_memory.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 

@@ -1,7 +1,8 @@
 //! Handler builds kept in the shared database, so that one deploy reaches every host: the
 //! builds' bytes (`spool_build`), every deployed version of a type (`spool_version`), which
 //! version each type serves and which candidate shares its attempts (`spool_deployment`), and
-//! the deployment history (`spool_deploy_event`). The rules of deploying (what may be promoted
+//! the deployment history (`spool_deploy_event`), and how each build did on each host
+//! (`spool_build_tally`, the figures a canary is judged on). The rules of deploying (what may be promoted
 //! or rolled back, the canary's verdict) live above the store, in `plugins::deploy`; this
 //! module only keeps the rows, and every change is one transaction.
 //!
@@ -97,6 +98,28 @@ pub struct DeployEvent {
     pub detail: Option<String>,
 }
 
+/// How one build of a type did on one host within one window, as that host counted it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildTally {
+    pub task_type: String,
+    /// The build's SHA-256 (the attempts' `plugin_version`).
+    pub digest: String,
+    pub host_id: String,
+    /// The candidate's trial start the counts belong to, in Unix ms (0 outside a trial).
+    pub window_ms: i64,
+    pub attempts: u64,
+    /// Attempts that ended in a retry, a failure, a crash or a timeout.
+    pub failures: u64,
+    pub wall_ms_total: u64,
+    /// Attempt times in logarithmic buckets, as `plugins::tally` writes them (JSON).
+    pub wall_buckets: String,
+    pub fuel_total: u64,
+    /// The attempts whose fuel is known.
+    pub fuel_attempts: u64,
+    /// The most memory one attempt used, in bytes.
+    pub memory_peak: u64,
+}
+
 /// A new version to deploy.
 #[derive(Debug, Clone)]
 pub struct NewVersion<'a> {
@@ -168,6 +191,19 @@ pub trait Deployments: Send + Sync {
         limit: usize,
     ) -> Result<Vec<DeployEvent>, StoreError>;
 
+    /// Stores hosts' counts, each replacing the same (type, build, host, window) row.
+    async fn record_tallies(&self, tallies: &[BuildTally]) -> Result<(), StoreError>;
+
+    /// Every host's counts for a type: within one window, or in all windows.
+    async fn tallies(
+        &self,
+        task_type: &str,
+        window_ms: Option<i64>,
+    ) -> Result<Vec<BuildTally>, StoreError>;
+
+    /// Forgets counts last written before `before`; returns how many rows.
+    async fn prune_tallies(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
+
     /// Forgets a type's versions beyond the newest `keep`, except the stable version, the
     /// candidate and every version whose build a live failed task ran (a retry of it runs
     /// the build it failed on only if that is still served, but its record must name a build
@@ -183,6 +219,37 @@ const DEPLOYMENT_COLUMNS: &str = "task_type, last_version, stable_version, candi
      canary_percent, canary_since, revision, updated_at";
 
 const EVENT_COLUMNS: &str = "id, task_type, at, action, version, actor, origin, detail";
+
+const TALLY_COLUMNS: &[&str] = &[
+    "task_type",
+    "digest",
+    "host_id",
+    "window_ms",
+    "attempts",
+    "failures",
+    "wall_ms_total",
+    "wall_buckets",
+    "fuel_total",
+    "fuel_attempts",
+    "memory_peak",
+    "updated_at",
+];
+
+fn tally_from_row(row: &impl Cells) -> Result<BuildTally, StoreError> {
+    Ok(BuildTally {
+        task_type: row.text(0)?,
+        digest: row.text(1)?,
+        host_id: row.text(2)?,
+        window_ms: row.int(3)?,
+        attempts: count(row.int(4)?),
+        failures: count(row.int(5)?),
+        wall_ms_total: count(row.int(6)?),
+        wall_buckets: row.text(7)?,
+        fuel_total: count(row.int(8)?),
+        fuel_attempts: count(row.int(9)?),
+        memory_peak: count(row.int(10)?),
+    })
+}
 
 fn time(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
@@ -444,6 +511,63 @@ impl<S: Portable> Deployments for S {
         read.bind(Arg::Text(task_type)).bind(Arg::Limit(limit));
         let rows = self.fetch(Via::Writer, &read).await?;
         rows.iter().map(event_from_row).collect()
+    }
+
+    async fn record_tallies(&self, tallies: &[BuildTally]) -> Result<(), StoreError> {
+        let now = millis(Utc::now());
+        let values = format!("({})", vec!["?"; TALLY_COLUMNS.len()].join(", "));
+        let statements: Vec<_> = tallies
+            .iter()
+            .map(|tally| {
+                let mut write = self.statement(&self.dialect().insert_or_replace(
+                    "spool_build_tally",
+                    TALLY_COLUMNS,
+                    &["task_type", "digest", "host_id", "window_ms"],
+                    &values,
+                ));
+                write
+                    .bind(Arg::Text(&tally.task_type))
+                    .bind(Arg::Text(&tally.digest))
+                    .bind(Arg::Text(&tally.host_id))
+                    .bind(Arg::Int(tally.window_ms))
+                    .bind(Arg::Int(stored(tally.attempts)))
+                    .bind(Arg::Int(stored(tally.failures)))
+                    .bind(Arg::Int(stored(tally.wall_ms_total)))
+                    .bind(Arg::Text(&tally.wall_buckets))
+                    .bind(Arg::Int(stored(tally.fuel_total)))
+                    .bind(Arg::Int(stored(tally.fuel_attempts)))
+                    .bind(Arg::Int(stored(tally.memory_peak)))
+                    .bind(Arg::Int(now));
+                write
+            })
+            .collect();
+        if !statements.is_empty() {
+            self.execute_all(&statements).await?;
+        }
+        Ok(())
+    }
+
+    async fn tallies(
+        &self,
+        task_type: &str,
+        window_ms: Option<i64>,
+    ) -> Result<Vec<BuildTally>, StoreError> {
+        let mut read = self.statement(&format!(
+            "SELECT {} FROM spool_build_tally WHERE task_type = ?",
+            TALLY_COLUMNS.join(", ")
+        ));
+        read.bind(Arg::Text(task_type));
+        if let Some(window) = window_ms {
+            read.push(" AND window_ms = ?").bind(Arg::Int(window));
+        }
+        let rows = self.fetch(Via::Writer, &read).await?;
+        rows.iter().map(tally_from_row).collect()
+    }
+
+    async fn prune_tallies(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let mut forget = self.statement("DELETE FROM spool_build_tally WHERE updated_at < ?");
+        forget.bind(Arg::Int(millis(before)));
+        self.execute(&forget).await
     }
 
     async fn prune_versions(&self, task_type: &str, keep: usize) -> Result<u64, StoreError> {

@@ -39,6 +39,8 @@ use super::completer::{Update, UpdateSender};
 use super::in_flight::{InFlight, InFlightGuard};
 use super::rate::RateLimits;
 use super::ready::{Depth, Ready, ReadyQueue};
+use crate::plugins::registry::Source;
+use crate::plugins::tally::Counted;
 use crate::plugins::{Plugin, Registry};
 use crate::sandbox::{RunLimits, Sandbox, TaskInfo, TaskServices};
 use crate::shutdown::{Shutdown, Stage};
@@ -78,6 +80,8 @@ pub struct Dispatcher {
     pub shutdown: Shutdown,
     /// Task types left out of claims (re-read from the store at the poll interval).
     pub paused: Arc<super::paused::PausedTypes>,
+    /// How each deployed build did here, for the canary's verdict.
+    pub tallies: Arc<super::tallies::BuildTallies>,
 }
 
 /// One claim statement to make: task types and how many rows at most.
@@ -548,6 +552,28 @@ impl Dispatcher {
         );
         if let Some(error) = &transition.error {
             tracing::info!(task_id = task.id, task_type = %task.task_type, attempt = task.attempt(), next = %transition.status, "attempt failed: {error}");
+        }
+        if let Source::Deployment { .. } = plugin.source {
+            // Counted in the trial window the type is in now (0 outside a trial).
+            let window = self
+                .registry
+                .deployed(&task.task_type)
+                .and_then(|deployed| deployed.canary_since)
+                .map_or(0, |since| since.timestamp_millis());
+            self.tallies.count(
+                &task.task_type,
+                &plugin.version,
+                window,
+                Counted {
+                    failed: matches!(
+                        ended,
+                        Outcome::Retry | Outcome::Fail | Outcome::Crashed | Outcome::TimedOut
+                    ),
+                    wall_ms: started.elapsed().as_millis() as u64,
+                    fuel: attempt.fuel_used,
+                    memory: attempt.peak_memory,
+                },
+            );
         }
         let completion = Completion {
             id: task.id,

@@ -8,7 +8,8 @@
 //! - [`completer`]: commits finished attempts (and progress) in batches;
 //! - [`lease_keeper`]: extends the leases of tasks this host is running;
 //! - [`finished`]: tasks just committed, for API requests waiting on them;
-//! - [`estimates`]: attempt times and the backlog, for estimated completion times.
+//! - [`estimates`]: attempt times and the backlog, for estimated completion times;
+//! - [`tallies`]: how each deployed build did here, written for the canary's verdict.
 
 pub mod completer;
 pub mod dispatcher;
@@ -20,3 +21,4 @@ pub mod paused;
 pub mod rate;
 pub mod ready;
 pub mod services;
+pub mod tallies;
