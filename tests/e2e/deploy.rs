@@ -539,6 +539,29 @@ fn the_leader_rolls_back_a_failing_candidate_and_promotes_a_sound_one_once_despi
         "{alerts}"
     );
 
+    // What each build cost, over every host (written every 2 s).
+    let figures = |number: u64| {
+        let (_, view) = hosts[1].get(&format!("/plugins/{TYPE}/versions"));
+        view["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["number"] == number)
+            .map(|v| v["figures"].clone())
+            .unwrap()
+    };
+    let trapped = eventually(Duration::from_secs(10), "the candidate's figures", || {
+        let f = figures(2);
+        (f["attempts"].as_u64()? >= 20).then_some(f)
+    });
+    assert_eq!(trapped["failures"], trapped["attempts"], "{trapped}");
+    let stable = figures(1);
+    assert!(stable["attempts"].as_u64().unwrap() > 0, "{stable}");
+    assert_eq!(stable["failures"], 0, "{stable}");
+    assert!(stable["peak_memory"].as_u64().unwrap() > 0, "{stable}");
+    assert!(stable["mean_fuel"].as_u64().unwrap() > 0, "{stable}");
+    assert!(stable["p50_ms"].is_u64(), "{stable}");
+
     // A sound candidate on half the attempts; the leader is killed during its trial.
     deploy(&hosts[0], &workspaces[0], "clock", Some(50));
     until_served(&hosts, &noop, Some(&clock), Duration::from_secs(10));

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 use crate::Fixture;
 use spool::store::ClaimRequest;
-use spool::store::deployments::{Actor, CHUNK_BYTES, DeploymentChange, NewVersion};
+use spool::store::deployments::{Actor, BuildTally, CHUNK_BYTES, DeploymentChange, NewVersion};
 use spool::task::{NewTask, Status};
 
 on_every_backend!(deployments:
@@ -15,6 +15,7 @@ on_every_backend!(deployments:
     versions_are_numbered_per_type_and_a_canary_keeps_the_stable_version,
     a_change_applies_only_on_the_revision_it_was_made_from,
     pruning_keeps_what_is_served_and_what_a_dead_letter_ran,
+    build_tallies_replace_per_host_and_window_and_are_pruned_by_age,
 );
 
 fn digest(bytes: &[u8]) -> String {
@@ -289,4 +290,51 @@ pub async fn pruning_keeps_what_is_served_and_what_a_dead_letter_ran(fixture: &F
     );
     assert_eq!(fixture.store.prune_versions("report", 2).await.unwrap(), 0);
     assert_eq!(fixture.store.prune_versions("nothing", 2).await.unwrap(), 0);
+}
+
+fn tally(host: &str, window_ms: i64, attempts: u64) -> BuildTally {
+    BuildTally {
+        task_type: "report".into(),
+        digest: "d1".into(),
+        host_id: host.into(),
+        window_ms,
+        attempts,
+        failures: attempts / 2,
+        wall_ms_total: attempts * 10,
+        wall_buckets: r#"{"13":3}"#.into(),
+        fuel_total: u64::MAX / 4,
+        fuel_attempts: attempts,
+        memory_peak: 1 << 33,
+    }
+}
+
+pub async fn build_tallies_replace_per_host_and_window_and_are_pruned_by_age(fixture: &Fixture) {
+    let store = &fixture.store;
+    store
+        .record_tallies(&[tally("a", 7, 3), tally("b", 7, 5), tally("a", 0, 1)])
+        .await
+        .unwrap();
+    // A host writes its running counts again: the row is replaced, not added to.
+    store.record_tallies(&[tally("a", 7, 4)]).await.unwrap();
+    store.record_tallies(&[]).await.unwrap();
+    let mut window = store.tallies("report", Some(7)).await.unwrap();
+    window.sort_by(|x, y| x.host_id.cmp(&y.host_id));
+    assert_eq!(window, [tally("a", 7, 4), tally("b", 7, 5)]);
+    assert_eq!(store.tallies("report", None).await.unwrap().len(), 3);
+    assert!(store.tallies("other", None).await.unwrap().is_empty());
+    assert_eq!(
+        store
+            .prune_tallies(chrono::Utc::now() - chrono::TimeDelta::hours(1))
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .prune_tallies(chrono::Utc::now() + chrono::TimeDelta::seconds(1))
+            .await
+            .unwrap(),
+        3
+    );
+    assert!(store.tallies("report", None).await.unwrap().is_empty());
 }

@@ -26,6 +26,7 @@ use crate::plugins::deployed::version_path;
 use crate::plugins::loader::{MAX_MANIFEST_BYTES, Named};
 use crate::plugins::registry::Source;
 use crate::plugins::rollout::{self, Refusal};
+use crate::plugins::tally::{Tally, per_build};
 use crate::store::deployments::{
     Actor, DeployEvent, Deployment, DeploymentChange, NewVersion, Version,
 };
@@ -62,6 +63,37 @@ pub struct VersionView {
     pub deployed_by: String,
     /// The deploying client's address.
     pub origin: Option<String>,
+    /// How the build did, over every host and window (absent before its first attempt).
+    #[serde(default)]
+    pub figures: Option<FiguresView>,
+}
+
+/// How a build did: its attempts on every host, counted as they ended.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct FiguresView {
+    pub attempts: u64,
+    /// Attempts that ended in a retry, a failure, a crash or a timeout.
+    pub failures: u64,
+    /// Attempt times (within about a fifth).
+    pub p50_ms: Option<u64>,
+    pub p95_ms: Option<u64>,
+    /// The mean fuel of the attempts whose fuel is known.
+    pub mean_fuel: Option<u64>,
+    /// The most memory one attempt held (all linear memories and tables), in bytes.
+    pub peak_memory: u64,
+}
+
+impl From<&Tally> for FiguresView {
+    fn from(t: &Tally) -> Self {
+        FiguresView {
+            attempts: t.attempts,
+            failures: t.failures,
+            p50_ms: t.wall_ms_at(0.5),
+            p95_ms: t.wall_ms_at(0.95),
+            mean_fuel: t.mean_fuel(),
+            peak_memory: t.memory_peak,
+        }
+    }
 }
 
 /// One entry of the deployment history.
@@ -124,6 +156,7 @@ fn version_view(version: &Version, deployment: &Deployment) -> VersionView {
         deployed_at: version.deployed_at,
         deployed_by: version.deployed_by.clone(),
         origin: version.origin.clone(),
+        figures: None,
     }
 }
 
@@ -557,10 +590,14 @@ pub async fn versions(
         .ok_or_else(|| refused(Refusal::NotDeployed(task_type.clone())))?;
     let versions = state.store.versions(&task_type).await?;
     let history = state.store.deploy_events(&task_type, HISTORY_SHOWN).await?;
+    let figures = per_build(&state.store.tallies(&task_type, None).await?);
     Ok(Json(VersionsView {
         versions: versions
             .iter()
-            .map(|v| version_view(v, &deployment))
+            .map(|v| VersionView {
+                figures: figures.get(&v.digest).map(FiguresView::from),
+                ..version_view(v, &deployment)
+            })
             .collect(),
         history: history.iter().map(event_view).collect(),
         deployment: DeploymentView::from(&deployment),

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use super::stamp;
 use crate::api::deploy::{DeployedView, DeploymentView, VersionsView};
+use spool_rules::size::show_size;
 
 /// What serves a type, in one line.
 fn serving(deployment: &DeploymentView) -> String {
@@ -43,20 +44,45 @@ pub fn versions_table(view: &VersionsView) -> String {
     let _ = writeln!(out, "{}", serving(&view.deployment));
     let _ = writeln!(
         out,
-        "{:>7}  {:<9} {:<12} {:>10}  {:<25} {:<7} ORIGIN",
-        "VERSION", "STATE", "BUILD", "BYTES", "DEPLOYED", "BY"
+        "{:>7}  {:<9} {:<12} {:>10}  {:<25} {:<7} {:<15} {:>8} {:>7} {:>7} {:>7} {:>12} {:>9}",
+        "VERSION",
+        "STATE",
+        "BUILD",
+        "BYTES",
+        "DEPLOYED",
+        "BY",
+        "ORIGIN",
+        "ATTEMPTS",
+        "FAILED",
+        "P50",
+        "P95",
+        "FUEL",
+        "MEMORY"
     );
     for version in &view.versions {
+        let figures = version.figures.as_ref();
+        let ms = |v: Option<u64>| v.map_or("-".to_string(), |ms| format!("{ms}ms"));
         let _ = writeln!(
             out,
-            "{:>7}  {:<9} {:<12} {:>10}  {:<25} {:<7} {}",
+            "{:>7}  {:<9} {:<12} {:>10}  {:<25} {:<7} {:<15} {:>8} {:>7} {:>7} {:>7} {:>12} {:>9}",
             version.number,
             version.state,
             version.digest.chars().take(12).collect::<String>(),
             version.size,
             stamp(&version.deployed_at),
             version.deployed_by,
-            version.origin.as_deref().unwrap_or("-")
+            version.origin.as_deref().unwrap_or("-"),
+            figures.map_or("0".to_string(), |f| f.attempts.to_string()),
+            figures.map_or("-".to_string(), |f| format!(
+                "{:.1}%",
+                f.failures as f64 * 100.0 / f.attempts.max(1) as f64
+            )),
+            ms(figures.and_then(|f| f.p50_ms)),
+            ms(figures.and_then(|f| f.p95_ms)),
+            figures
+                .and_then(|f| f.mean_fuel)
+                .map_or("-".to_string(), |fuel| fuel.to_string()),
+            figures.map_or("-".to_string(), |f| show_size(f.peak_memory as usize)),
         );
     }
     let _ = writeln!(out, "\nhistory (newest first):");
@@ -95,7 +121,8 @@ mod tests {
             "versions": [
                 {"number": 2, "digest": "bbbbbbbbbbbbbbbbbbbb", "size": 10, "state": "candidate",
                  "manifest": null, "deployed_at": "2026-12-04T10:00:00Z", "deployed_by": "deploy",
-                 "origin": "10.0.0.7"},
+                 "origin": "10.0.0.7", "figures": {"attempts": 40, "failures": 10, "p50_ms": 12,
+                 "p95_ms": 40, "mean_fuel": 5000, "peak_memory": 2097152}},
                 {"number": 1, "digest": "aaaaaaaaaaaaaaaaaaaa", "size": 9, "state": "stable",
                  "manifest": "max_retry = 1\n", "deployed_at": "2026-12-04T09:00:00Z",
                  "deployed_by": "api", "origin": null}],
