@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{Host, Workspace, repo_root};
+use crate::util::{Host, Workspace, artifact, repo_root};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -277,6 +277,25 @@ fn wait_until(host: &Host, what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Deploys `build` as `task_type` through the API, as a candidate on `canary` percent if given.
+fn deploy(host: &Host, task_type: &str, build: &str, canary: Option<u8>) {
+    let mut form = reqwest::blocking::multipart::Form::new().part(
+        "component",
+        reqwest::blocking::multipart::Part::bytes(std::fs::read(artifact(build)).unwrap()),
+    );
+    if let Some(percent) = canary {
+        form = form.text("canary", percent.to_string());
+    }
+    let response = host
+        .http
+        .post(format!("{}/plugins/{task_type}/deploy", host.url))
+        .bearer_auth(TOKEN)
+        .multipart(form)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 201, "{:?}", response.text());
+}
+
 /// Every page, in a real browser, against a host with a token and tasks in every state.
 #[test]
 fn dashboard_pages_work_in_a_real_browser() {
@@ -463,6 +482,40 @@ fn dashboard_pages_work_in_a_real_browser() {
         browser.screenshot(page);
         browser.assert_no_console_errors(page);
     }
+
+    // A deployed type with a candidate on trial: its builds, share and history, and Promote.
+    deploy(&host, "canaried", "noop", None);
+    deploy(&host, "canaried", "clock", Some(50));
+    wait_until(&host, "the candidate served", || {
+        let (_, plugins) = api(&host, "GET", "/plugins", None);
+        plugins["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["task_type"] == "canaried" && p["candidate"]["version"] == 2)
+    });
+    browser.click("#nav a[data-page=types]");
+    loaded("types");
+    browser.click("#nav a[data-page=plugins]");
+    loaded("plugins");
+    let shown = browser.wait_js(
+        "the deployment panel",
+        "const d = document.getElementById('plugins-deployed'); return d && d.innerText.includes('Candidate: version 2 on 50 % of attempts') && d.innerText",
+    );
+    let shown = shown.as_str().unwrap();
+    assert!(shown.contains("Stable: version 1"), "{shown}");
+    assert!(shown.contains("canary"), "the history: {shown}");
+    browser.screenshot("plugins-deployed");
+    browser.click("button[data-action=promote][data-type=canaried]");
+    wait_until(&host, "the candidate promoted", || {
+        let (_, view) = api(&host, "GET", "/plugins/canaried/versions", None);
+        view["deployment"]["stable"] == 2 && view["deployment"]["candidate"].is_null()
+    });
+    browser.wait_js(
+        "the promotion shown",
+        "return document.getElementById('deploy-message').innerText.includes('canaried: promoted')",
+    );
+    browser.assert_no_console_errors("plugins, deployed");
 
     // Pausing a type from its row, and resuming it.
     browser.click("#nav a[data-page=types]");
