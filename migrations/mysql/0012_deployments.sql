@@ -66,3 +66,12 @@ CREATE TABLE IF NOT EXISTS spool_build_tally (
     updated_at    BIGINT       NOT NULL,
     PRIMARY KEY (task_type, digest, host_id, window_ms)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+CREATE TABLE IF NOT EXISTS spool_artifact (
+    name       VARCHAR(191) NOT NULL,
+    digest     VARCHAR(64)  NOT NULL,
+    chunk      INT          NOT NULL,
+    bytes      MEDIUMBLOB   NOT NULL,
+    created_at BIGINT       NOT NULL,
+    PRIMARY KEY (name, chunk)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

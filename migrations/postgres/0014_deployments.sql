@@ -13,6 +13,19 @@ CREATE TABLE spool_build (
     PRIMARY KEY (digest, chunk)
 );
 
+-- spool_artifact: compiled code of deployed builds, as the host that compiled it cached it
+-- (machine code and its HMAC tag under the key the hosts share), so the other hosts of the
+-- database load it instead of compiling the build again. name: ENGINE/DIGEST.EXT, where
+-- ENGINE names the engine configuration; chunks as in spool_build.
+CREATE TABLE spool_artifact (
+    name       TEXT    NOT NULL,
+    digest     TEXT    NOT NULL,
+    chunk      INTEGER NOT NULL,
+    bytes      BYTEA   NOT NULL,
+    created_at BIGINT  NOT NULL,
+    PRIMARY KEY (name, chunk)
+);
+
 -- spool_version: every deploy of a type, numbered from 1 per type: which build, with which
 -- manifest, when, by which token from which address.
 CREATE TABLE spool_version (

@@ -60,3 +60,12 @@ CREATE TABLE spool_build_tally (
     updated_at    INTEGER NOT NULL,
     PRIMARY KEY (task_type, digest, host_id, window_ms)
 );
+
+CREATE TABLE spool_artifact (
+    name       TEXT    NOT NULL,
+    digest     TEXT    NOT NULL,
+    chunk      INTEGER NOT NULL,
+    bytes      BLOB    NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (name, chunk)
+) WITHOUT ROWID;

@@ -303,6 +303,8 @@ fn bad_builds_and_missing_rights_are_refused_and_change_nothing() {
     ]);
     let noop = std::fs::read(artifact("noop")).unwrap();
     let deployer = Some("deploy-secret");
+    // Refused before the form is read: a small one, so it is sent whole before the answer.
+    let tiny = b"\0asm".to_vec();
     let cases: Vec<(
         &str,
         Option<&str>,
@@ -341,22 +343,22 @@ fn bad_builds_and_missing_rights_are_refused_and_change_nothing() {
         (
             "bad.name",
             deployer,
-            form(noop.clone(), None),
+            form(tiny.clone(), None),
             400,
             "invalid_request",
         ),
-        (TYPE, None, form(noop.clone(), None), 401, "unauthorized"),
+        (TYPE, None, form(tiny.clone(), None), 401, "unauthorized"),
         (
             TYPE,
             Some("read-secret"),
-            form(noop.clone(), None),
+            form(tiny.clone(), None),
             401,
             "unauthorized",
         ),
         (
             TYPE,
             Some("api-secret"),
-            form(noop.clone(), None),
+            form(tiny.clone(), None),
             403,
             "deploy_token_required",
         ),
@@ -416,6 +418,14 @@ fn bad_builds_and_missing_rights_are_refused_and_change_nothing() {
         out.contains("deploy   version 1   by deploy from 127.0.0.1"),
         "{out}"
     );
+    // Nor can the CLI deploy with the API token alone; it says why.
+    let (ok, out) = spool(
+        &host,
+        &["deploy", &wasm.display().to_string()],
+        &[("SPOOL_API_TOKEN", "api-secret")],
+    );
+    assert!(!ok);
+    assert!(out.contains("deploy_token_required"), "{out}");
     // The API token alone cannot roll back either.
     let (ok, out) = spool(
         &host,
@@ -604,5 +614,73 @@ fn the_leader_rolls_back_a_failing_candidate_and_promotes_a_sound_one_once_despi
             .unwrap()
             .contains("within the limit of 10"),
         "{promotions:?}"
+    );
+}
+
+/// How many times the hosts' logs say a build of [`TYPE`] was compiled rather than loaded.
+fn compiles(hosts: &[Host]) -> usize {
+    hosts
+        .iter()
+        .map(|host| {
+            host.log()
+                .lines()
+                .filter(|line| line.contains("loaded plugin deployment:work@"))
+                .filter(|line| line.contains("cache=Compiled"))
+                .count()
+        })
+        .sum()
+}
+
+#[test]
+fn three_hosts_compile_a_deployed_build_once_on_postgres() {
+    let Some(url) =
+        servers::url(Backend::Postgres).map(|_| servers::fresh_database(Backend::Postgres))
+    else {
+        return;
+    };
+    // Each host with a compiled-code cache of its own, as on three machines.
+    let workspaces: Vec<Workspace> = (0..3)
+        .map(|_| Workspace::with_plugins(&[]).on_database(url.clone()))
+        .collect();
+    let hosts: Vec<Host> = workspaces
+        .iter()
+        .map(|ws| {
+            let cache = ws.dir.path().join("cache").display().to_string();
+            ws.start(&["--cache-dir", &cache])
+        })
+        .collect();
+    deploy(&hosts[0], &workspaces[0], "report", None);
+    let report = digest_of("report");
+    until_served(&hosts, &report, None, Duration::from_secs(30));
+    assert_eq!(compiles(&hosts), 1, "one compile for the fleet");
+    for host in &hosts[1..] {
+        let log = host.log();
+        assert!(
+            log.contains("installed the compiled code another host stored"),
+            "{log}"
+        );
+    }
+    // A host whose copy of the shared code was tampered with compiles afresh instead of
+    // loading it: the tag no longer verifies.
+    let engine_dir = std::fs::read_dir(workspaces[2].dir.path().join("cache"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let file = engine_dir.join(format!("{report}.cwasm"));
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[200] ^= 0xff;
+    std::fs::write(&file, &bytes).unwrap();
+    let fourth = workspaces[2].start(&[
+        "--cache-dir",
+        &workspaces[2].dir.path().join("cache").display().to_string(),
+    ]);
+    assert_eq!(served(&fourth), Some((report.clone(), None)));
+    assert_eq!(
+        compiles(std::slice::from_ref(&fourth)),
+        1,
+        "{}",
+        fourth.log()
     );
 }

@@ -79,6 +79,25 @@ impl Client {
         manifest: Option<String>,
         canary: Option<u8>,
     ) -> Result<DeployedView, ClientError> {
+        // A host answers a deploy it refuses (no right, a bad name) before reading the form,
+        // and a large build still being sent then ends in a broken connection instead of the
+        // answer. So the rights are asked first with an empty form, which a host that would
+        // take the deploy answers 422 (no component).
+        let url = self.url(&format!("/plugins/{task_type}/deploy"));
+        let empty = reqwest::multipart::Form::new().text("manifest", String::new());
+        match self
+            .deploy_change::<Value>(self.http.post(&url).multipart(empty))
+            .await
+        {
+            Err(ClientError::Api { status: 422, .. }) => {}
+            Err(refused) => return Err(refused),
+            Ok(_) => {
+                return Err(ClientError::Protocol {
+                    url: self.base.clone(),
+                    detail: "the host took a deploy without a component".into(),
+                });
+            }
+        }
         let mut form = reqwest::multipart::Form::new().part(
             "component",
             reqwest::multipart::Part::bytes(component)

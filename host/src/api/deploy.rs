@@ -22,7 +22,7 @@ use super::auth::Right;
 use super::error::{ApiError, ErrorBody};
 use super::server::ConnectionInfo;
 use super::{ApiPath, AppState};
-use crate::plugins::deployed::version_path;
+use crate::plugins::deployed::{build_shared, version_path};
 use crate::plugins::loader::{MAX_MANIFEST_BYTES, Named};
 use crate::plugins::registry::Source;
 use crate::plugins::rollout::{self, Refusal};
@@ -405,23 +405,22 @@ pub async fn deploy(
         manifest_path: format!("{} (manifest)", version_path(&task_type, number).display()).into(),
         source: Source::Deployment { number },
     };
-    state
-        .loader
-        .build(
-            named,
-            upload.component.clone(),
-            upload.manifest.as_deref(),
-            None,
-        )
-        .await
-        .map_err(|error| match error {
-            crate::plugins::LoadError::TooLarge { .. } => ApiError::too_large(error.to_string()),
-            other => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_plugin",
-                format!("{other}; nothing was deployed"),
-            ),
-        })?;
+    build_shared(
+        &state.loader,
+        &state.store,
+        named,
+        upload.component.clone(),
+        upload.manifest.as_deref(),
+    )
+    .await
+    .map_err(|error| match error {
+        crate::plugins::LoadError::TooLarge { .. } => ApiError::too_large(error.to_string()),
+        other => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_plugin",
+            format!("{other}; nothing was deployed"),
+        ),
+    })?;
     state.store.store_build(&digest, &upload.component).await?;
     let deployment = state
         .store

@@ -14,6 +14,11 @@
 //!
 //! Passes run at start, before the host serves, then on every wake-up from the database
 //! (PostgreSQL notifies `spool_deploy` on every change) and at the poll interval.
+//!
+//! A fleet compiles each deployed build once ([`build_shared`]): the host that compiles it
+//! (the one that took the deploy, which checks the build by compiling it) stores the compiled
+//! artifact in the database (`spool_artifact`), tagged with the key every host of the database
+//! shares; the others install it in their cache after checking that tag, and load it.
 
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
@@ -32,6 +37,57 @@ use crate::store::{SharedStore, StoreError};
 /// The name a deployed version goes by in logs, errors and `GET /plugins`.
 pub fn version_path(task_type: &str, number: u64) -> PathBuf {
     PathBuf::from(format!("deployment:{task_type}@{number}"))
+}
+
+/// Checks and compiles a deployed build ([`PluginLoader::build`]) through the compiled code
+/// the hosts of the database share: an artifact another host stored is installed in this
+/// host's cache first (if its tag verifies), and an artifact compiled here is stored for the
+/// others. Sharing is best effort: when the database or the cache cannot help, the build is
+/// compiled here as it would be without them.
+pub async fn build_shared(
+    loader: &PluginLoader,
+    store: &SharedStore,
+    named: Named,
+    bytes: Vec<u8>,
+    manifest: Option<&str>,
+) -> Result<Plugin, super::LoadError> {
+    let digest = hex::encode(Sha256::digest(&bytes));
+    let shared = loader
+        .cache
+        .as_ref()
+        .map(|cache| (cache, cache.shared_name(&digest, &bytes)));
+    // Whether this host already had it, or found it in the database.
+    let mut had_it = false;
+    if let Some((cache, name)) = &shared {
+        had_it = cache.exported(name).is_some();
+        if !had_it {
+            match store.artifact(name).await {
+                Ok(Some(contents)) => match cache.import(name, &contents) {
+                    Ok(()) => {
+                        had_it = true;
+                        tracing::info!(task_type = %named.task_type, artifact = %name, "installed the compiled code another host stored");
+                    }
+                    Err(error) => {
+                        tracing::warn!(artifact = %name, "not using the stored compiled code: {error}; compiling")
+                    }
+                },
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::debug!(artifact = %name, "cannot read stored compiled code ({error}); compiling")
+                }
+            }
+        }
+    }
+    let plugin = loader.build(named, bytes, manifest, None).await?;
+    if let Some((cache, name)) = &shared
+        && !had_it
+        && let Some(contents) = cache.exported(name)
+    {
+        if let Err(error) = store.store_artifact(name, &digest, &contents).await {
+            tracing::warn!(artifact = %name, "cannot store the compiled code for the other hosts: {error}");
+        }
+    }
+    Ok(plugin)
 }
 
 /// Loads deployments into the registry.
@@ -181,11 +237,15 @@ impl DeploymentSync {
             path,
             source: Source::Deployment { number },
         };
-        let plugin = self
-            .loader
-            .build(named, bytes, version.manifest.as_deref(), None)
-            .await
-            .map_err(|error| error.to_string())?;
+        let plugin = build_shared(
+            &self.loader,
+            &self.store,
+            named,
+            bytes,
+            version.manifest.as_deref(),
+        )
+        .await
+        .map_err(|error| error.to_string())?;
         Ok(Arc::new(plugin))
     }
 

@@ -16,6 +16,12 @@
 //! - artifacts live under a subfolder named after the engine's compatibility hash (wasmtime
 //!   version and settings), so a new build of Spool never loads an old build's code.
 //!
+//! Hosts that share a database share the key, so an artifact one host compiled verifies on
+//! every other: [`ArtifactCache::exported`] hands a cached file (tag included) to be stored in
+//! the database, and [`ArtifactCache::import`] installs one read from there, after checking its
+//! tag and that it was made by the same engine configuration, so a fleet compiles each
+//! deployed build once.
+//!
 //! HMAC with a host-local key rather than a plain hash list: a hash list would itself be a
 //! file an intruder could rewrite, while a tag cannot be forged without the key. `hmac` and
 //! `sha2` are the RustCrypto implementations, the ones the ecosystem audits and relies on.
@@ -149,6 +155,66 @@ impl ArtifactCache {
         }
     }
 
+    /// The name the artifact of `bytes` (content hash `version`) goes by among hosts:
+    /// `ENGINE/VERSION.EXT`, where ENGINE names the engine configuration that compiled it.
+    pub fn shared_name(&self, version: &str, bytes: &[u8]) -> String {
+        let extension = if super::command::is_core_module(bytes) {
+            <Module as Artifact>::EXTENSION
+        } else {
+            <Component as Artifact>::EXTENSION
+        };
+        format!("{}/{version}.{extension}", self.engine_name())
+    }
+
+    fn engine_name(&self) -> String {
+        self.dir
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// The cached file (artifact and tag) of a shared name, if this host has it.
+    pub fn exported(&self, shared_name: &str) -> Option<Vec<u8>> {
+        let (engine, name) = shared_name.split_once('/')?;
+        if engine != self.engine_name() || name.contains('/') {
+            return None;
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(self.dir.join(name))
+            .ok()?;
+        let mut contents = Vec::new();
+        file.read_to_end(&mut contents).ok()?;
+        Some(contents)
+    }
+
+    /// Installs a file another host exported, once its tag verifies under this host's key and
+    /// its name is of this engine configuration; then [`ArtifactCache::load_or_compile`] loads
+    /// it instead of compiling. Refused (and nothing written) otherwise.
+    pub fn import(&self, shared_name: &str, contents: &[u8]) -> Result<(), String> {
+        let (engine, name) = shared_name
+            .split_once('/')
+            .filter(|(_, name)| !name.contains('/') && !name.starts_with('.'))
+            .ok_or_else(|| format!("`{shared_name}` is not an artifact name"))?;
+        if engine != self.engine_name() {
+            return Err(format!(
+                "`{shared_name}` was compiled by another engine configuration"
+            ));
+        }
+        if contents.len() < TAG_BYTES {
+            return Err(format!("`{shared_name}` is too short to carry a tag"));
+        }
+        let (artifact, tag) = contents.split_at(contents.len() - TAG_BYTES);
+        self.key
+            .tag(name, artifact)
+            .verify_slice(tag)
+            .map_err(|_| format!("`{shared_name}`: {}", Refused::Forged))?;
+        std::fs::create_dir_all(&self.dir).map_err(|e| e.to_string())?;
+        let path = self.dir.join(name);
+        write_whole(&path, contents).map_err(|e| e.to_string())
+    }
+
     /// Loads the artifact with content hash `version`, compiling and storing it on a miss or
     /// when the cached file cannot be proven to be this host's own.
     pub fn load_or_compile<A: Artifact>(
@@ -210,20 +276,26 @@ impl ArtifactCache {
         let tag = self.key.tag(name, &serialized).finalize().into_bytes();
         serialized.extend_from_slice(&tag);
         std::fs::create_dir_all(&self.dir)?;
-        let partial = path.with_extension(format!(
-            "partial-{}-{:x}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&partial)
-            .and_then(|mut file| std::io::Write::write_all(&mut file, &serialized))?;
-        std::fs::rename(&partial, path)
+        write_whole(path, &serialized)
     }
+}
+
+/// Writes `contents` to `path` under a temporary name and renames it into place, so the file
+/// is whole or absent.
+fn write_whole(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let partial = path.with_extension(format!(
+        "partial-{}-{:x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&partial)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, contents))?;
+    std::fs::rename(&partial, path)
 }
 
 #[cfg(test)]
@@ -265,6 +337,57 @@ mod tests {
                 .1,
             CacheUse::Hit
         );
+    }
+
+    #[test]
+    fn an_exported_artifact_imports_on_a_host_with_the_same_key_only() {
+        let engine = engine();
+        let key = CacheKey::ephemeral();
+        let wasm = wat_bytes();
+        let (first, second, stranger) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        let here = ArtifactCache::new(first.path(), &engine, key.clone());
+        here.load_or_compile::<Module>(&engine, "v1", &wasm)
+            .unwrap();
+        let name = here.shared_name("v1", &wasm);
+        assert!(name.ends_with("/v1.cwasm-module"), "{name}");
+        let file = here.exported(&name).unwrap();
+
+        let there = ArtifactCache::new(second.path(), &engine, key.clone());
+        there.import(&name, &file).unwrap();
+        let (_, used) = there
+            .load_or_compile::<Module>(&engine, "v1", &wasm)
+            .unwrap();
+        assert_eq!(used, CacheUse::Hit, "loaded, not compiled");
+
+        // Another key, an altered file, another engine's name or a path: refused, nothing written.
+        let other = ArtifactCache::new(stranger.path(), &engine, CacheKey::ephemeral());
+        assert!(
+            other
+                .import(&name, &file)
+                .unwrap_err()
+                .contains("not written by this host")
+        );
+        let mut altered = file.clone();
+        altered[64] ^= 1;
+        assert!(there.import(&name, &altered).is_err());
+        assert!(
+            there
+                .import("0000000000000000/v1.cwasm-module", &file)
+                .is_err()
+        );
+        assert!(there.import(&format!("{name}/../x"), &file).is_err());
+        assert!(
+            !stranger
+                .path()
+                .join(name.split('/').next().unwrap())
+                .join("v1.cwasm-module")
+                .exists()
+        );
+        assert_eq!(here.exported("elsewhere/v1.cwasm-module"), None);
     }
 
     #[test]

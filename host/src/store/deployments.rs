@@ -1,7 +1,8 @@
 //! Handler builds kept in the shared database, so that one deploy reaches every host: the
 //! builds' bytes (`spool_build`), every deployed version of a type (`spool_version`), which
 //! version each type serves and which candidate shares its attempts (`spool_deployment`), and
-//! the deployment history (`spool_deploy_event`), and how each build did on each host
+//! the deployment history (`spool_deploy_event`), the compiled code hosts share
+//! (`spool_artifact`), and how each build did on each host
 //! (`spool_build_tally`, the figures a canary is judged on). The rules of deploying (what may be promoted
 //! or rolled back, the canary's verdict) live above the store, in `plugins::deploy`; this
 //! module only keeps the rows, and every change is one transaction.
@@ -161,6 +162,17 @@ pub trait Deployments: Send + Sync {
     /// A build's bytes, if stored whole.
     async fn build(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError>;
 
+    /// Stores a compiled artifact of build `digest` under its shared name (kept if there).
+    async fn store_artifact(
+        &self,
+        name: &str,
+        digest: &str,
+        contents: &[u8],
+    ) -> Result<(), StoreError>;
+
+    /// A compiled artifact by its shared name, if stored whole.
+    async fn artifact(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError>;
+
     /// Records a new version of a type and makes it the stable version or the candidate, in
     /// one transaction with its history event; returns the deployment after it.
     async fn deploy(&self, new: &NewVersion<'_>) -> Result<Deployment, StoreError>;
@@ -308,42 +320,31 @@ fn optional(version: Option<u64>) -> Arg<'static> {
 #[async_trait]
 impl<S: Portable> Deployments for S {
     async fn store_build(&self, digest: &str, component: &[u8]) -> Result<(), StoreError> {
-        let now = millis(Utc::now());
-        // One statement (and so one transaction) per chunk: a build of many megabytes is
-        // never one transaction's worth of locks and log, and a deploy interrupted midway
-        // leaves chunks that the next deploy of the same build keeps and completes.
-        for (index, chunk) in component.chunks(CHUNK_BYTES).enumerate() {
-            let mut insert = self.statement(&self.dialect().insert_or_keep(
-                "INSERT INTO spool_build (digest, chunk, bytes, created_at) VALUES (?, ?, ?, ?)",
-                "digest",
-            ));
-            insert
-                .bind(Arg::Text(digest))
-                .bind(Arg::Int(index as i64))
-                .bind(Arg::Bytes(chunk))
-                .bind(Arg::Int(now));
-            self.execute(&insert).await?;
-        }
-        Ok(())
+        store_chunks(self, "spool_build", ("digest", digest), None, component).await
     }
 
     async fn build(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let mut read =
-            self.statement("SELECT chunk, bytes FROM spool_build WHERE digest = ? ORDER BY chunk");
-        read.bind(Arg::Text(digest));
-        let rows = self.fetch(Via::Writer, &read).await?;
-        if rows.is_empty() {
-            return Ok(None);
-        }
-        let mut bytes = Vec::new();
-        for (expected, row) in rows.iter().enumerate() {
-            if row.int(0)? != expected as i64 {
-                // A chunk is missing: the build was only partly stored.
-                return Ok(None);
-            }
-            bytes.extend_from_slice(&row.bytes(1)?);
-        }
-        Ok(Some(bytes))
+        read_chunks(self, "spool_build", ("digest", digest)).await
+    }
+
+    async fn store_artifact(
+        &self,
+        name: &str,
+        digest: &str,
+        contents: &[u8],
+    ) -> Result<(), StoreError> {
+        store_chunks(
+            self,
+            "spool_artifact",
+            ("name", name),
+            Some(digest),
+            contents,
+        )
+        .await
+    }
+
+    async fn artifact(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        read_chunks(self, "spool_artifact", ("name", name)).await
     }
 
     async fn deploy(&self, new: &NewVersion<'_>) -> Result<Deployment, StoreError> {
@@ -590,14 +591,81 @@ impl<S: Portable> Deployments for S {
             .bind(Arg::Int(deployment.candidate.map_or(0, stored)))
             .bind(Arg::Text(task_type));
         let forgotten = self.execute(&forget).await?;
-        let mut unreferenced = self.statement(
-            "DELETE FROM spool_build WHERE created_at < ? \
-             AND digest NOT IN (SELECT digest FROM spool_version)",
-        );
-        unreferenced.bind(Arg::Int(millis(Utc::now() - UNREFERENCED_BUILD_GRACE)));
-        self.execute(&unreferenced).await?;
+        let grace = millis(Utc::now() - UNREFERENCED_BUILD_GRACE);
+        for table in ["spool_build", "spool_artifact"] {
+            let mut unreferenced = self.statement(&format!(
+                "DELETE FROM {table} WHERE created_at < ? \
+                 AND digest NOT IN (SELECT digest FROM spool_version)"
+            ));
+            unreferenced.bind(Arg::Int(grace));
+            self.execute(&unreferenced).await?;
+        }
         Ok(forgotten)
     }
+}
+
+/// Stores `bytes` in `table` under `key` (column, value) in chunks of [`CHUNK_BYTES`], keeping
+/// chunks already there; `digest` fills the table's `digest` column where it is not the key.
+///
+/// One statement (and so one transaction) per chunk: a build of many megabytes is never one
+/// transaction's worth of locks and log, and a store interrupted midway leaves chunks that the
+/// next store of the same bytes keeps and completes.
+async fn store_chunks<S: Portable>(
+    store: &S,
+    table: &str,
+    key: (&str, &str),
+    digest: Option<&str>,
+    bytes: &[u8],
+) -> Result<(), StoreError> {
+    let now = millis(Utc::now());
+    let (columns, values) = match digest {
+        Some(_) => (format!("{}, digest", key.0), "?, ?"),
+        None => (key.0.to_string(), "?"),
+    };
+    for (index, chunk) in bytes.chunks(CHUNK_BYTES).enumerate() {
+        let mut insert = store.statement(&store.dialect().insert_or_keep(
+            &format!(
+                "INSERT INTO {table} ({columns}, chunk, bytes, created_at) VALUES ({values}, ?, ?, ?)"
+            ),
+            key.0,
+        ));
+        insert.bind(Arg::Text(key.1));
+        if let Some(digest) = digest {
+            insert.bind(Arg::Text(digest));
+        }
+        insert
+            .bind(Arg::Int(index as i64))
+            .bind(Arg::Bytes(chunk))
+            .bind(Arg::Int(now));
+        store.execute(&insert).await?;
+    }
+    Ok(())
+}
+
+/// The bytes stored in `table` under `key`, if every chunk is there.
+async fn read_chunks<S: Portable>(
+    store: &S,
+    table: &str,
+    key: (&str, &str),
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let mut read = store.statement(&format!(
+        "SELECT chunk, bytes FROM {table} WHERE {} = ? ORDER BY chunk",
+        key.0
+    ));
+    read.bind(Arg::Text(key.1));
+    let rows = store.fetch(Via::Writer, &read).await?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    for (expected, row) in rows.iter().enumerate() {
+        if row.int(0)? != expected as i64 {
+            // A chunk is missing: the bytes were only partly stored.
+            return Ok(None);
+        }
+        bytes.extend_from_slice(&row.bytes(1)?);
+    }
+    Ok(Some(bytes))
 }
 
 /// The history event of the change `change`: written only if that change applied. `version`
