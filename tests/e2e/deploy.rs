@@ -141,7 +141,7 @@ fn one_deploy_reaches_every_host(url: &str, n: usize, flags: &[&str]) {
     until_served(&hosts, &noop, None, Duration::from_secs(10));
     let ids = run_tasks(&hosts[n - 1], 300);
     for id in ids.iter().step_by(30) {
-        assert_eq!(attempt_builds(&hosts[0], *id), [noop.clone()]);
+        assert_eq!(attempt_builds(&hosts[0], *id), std::slice::from_ref(&noop));
     }
     // The attempts are spread over the hosts: each ran the deployed build.
     let (_, plugins) = hosts[1].get("/plugins");
@@ -218,7 +218,7 @@ fn a_canary_shares_the_attempts_and_promote_and_rollback_reach_every_host_on_pos
     );
     until_served(&hosts, &noop, None, Duration::from_secs(10));
     for id in run_tasks(&hosts[0], 60) {
-        assert_eq!(attempt_builds(&hosts[1], id), [noop.clone()]);
+        assert_eq!(attempt_builds(&hosts[1], id), std::slice::from_ref(&noop));
     }
 
     deploy(&hosts[0], &workspaces[0], "clock", Some(50));
@@ -231,7 +231,7 @@ fn a_canary_shares_the_attempts_and_promote_and_rollback_reach_every_host_on_pos
     );
     until_served(&hosts, &clock, None, Duration::from_secs(10));
     for id in run_tasks(&hosts[2], 30) {
-        assert_eq!(attempt_builds(&hosts[0], id), [clock.clone()]);
+        assert_eq!(attempt_builds(&hosts[0], id), std::slice::from_ref(&clock));
     }
 
     let (ok, out) = spool(&hosts[0], &["versions", TYPE], &[]);
@@ -457,7 +457,7 @@ fn a_deployment_shadows_the_folder_file_and_a_host_without_a_folder_serves_it() 
     let shadowed = plugin["shadowed_file"].as_str().unwrap();
     assert!(shadowed.ends_with("plugins/work.wasm"), "{shadowed}");
     for id in run_tasks(&host, 5) {
-        assert_eq!(attempt_builds(&host, id), [clock.clone()]);
+        assert_eq!(attempt_builds(&host, id), std::slice::from_ref(&clock));
     }
 
     // A second host on the same file with no plugin folder at all serves the deployment.
@@ -538,7 +538,7 @@ fn the_leader_rolls_back_a_failing_candidate_and_promotes_a_sound_one_once_despi
         assert_eq!(task["status"], "done", "{task}");
     }
     for id in run_tasks(&hosts[1], 40) {
-        assert_eq!(attempt_builds(&hosts[1], id), [noop.clone()]);
+        assert_eq!(attempt_builds(&hosts[1], id), std::slice::from_ref(&noop));
     }
     // The rollback went to the alert channels (and the alert log).
     let (_, alerts) = hosts[0].get("/alerts");

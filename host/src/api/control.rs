@@ -135,7 +135,7 @@ pub struct PauseView {
     pub paused_at: Option<DateTime<Utc>>,
 }
 
-/// The task type in a `/types/{name}/…` path.
+/// The task type in a `/types/{name}/…` or `/plugins/{name}/…` path.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct TypePath {
@@ -349,7 +349,7 @@ fn policy_view(p: &crate::plugins::Policy) -> PolicyView {
 }
 
 /// The type name in a path, checked.
-fn type_name(path: TypePath) -> Result<String, ApiError> {
+pub(super) fn type_name(path: TypePath) -> Result<String, ApiError> {
     if is_valid_task_type(&path.name) {
         Ok(path.name)
     } else {

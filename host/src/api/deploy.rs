@@ -14,11 +14,11 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use spool_rules::names::is_valid_task_type;
 use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Right;
+use super::control::{TypePath, type_name};
 use super::error::{ApiError, ErrorBody};
 use super::server::ConnectionInfo;
 use super::{ApiPath, AppState};
@@ -174,26 +174,6 @@ fn event_view(event: &DeployEvent) -> DeployEventView {
 /// The history entries `GET /plugins/{name}/versions` shows.
 const HISTORY_SHOWN: usize = 50;
 
-/// A task type name in a path.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Path)]
-pub struct DeployPath {
-    /// A task type name: letters, digits, `_` and `-`, at most 64.
-    #[param(pattern = "^[A-Za-z0-9_-]{1,64}$")]
-    pub name: String,
-}
-
-fn checked_type(path: DeployPath) -> Result<String, ApiError> {
-    if is_valid_task_type(&path.name) {
-        Ok(path.name)
-    } else {
-        Err(ApiError::bad_request(format!(
-            "`{}` is not a task type name (letters, digits, `_` or `-`, at most 64 characters)",
-            path.name
-        )))
-    }
-}
-
 /// Who is asking, for the history.
 fn actor(request: &Request) -> Actor {
     let right = request
@@ -330,7 +310,7 @@ async fn read_upload(mut form: Multipart, max_component: usize) -> Result<Upload
 /// (its TOML manifest) and `canary` (a percentage). The build is checked as the plugin folder
 /// checks a file; a build that fails is refused and nothing changes. Needs the deploy token
 /// where one is configured.
-#[utoipa::path(post, path = "/plugins/{name}/deploy", tag = "host", params(DeployPath),
+#[utoipa::path(post, path = "/plugins/{name}/deploy", tag = "host", params(TypePath),
     request_body(content = DeployForm, content_type = "multipart/form-data"),
     responses(
         (status = 201, description = "Deployed", body = DeployedView),
@@ -344,10 +324,10 @@ async fn read_upload(mut form: Multipart, max_component: usize) -> Result<Upload
     ))]
 pub async fn deploy(
     State(state): State<Arc<AppState>>,
-    ApiPath(path): ApiPath<DeployPath>,
+    ApiPath(path): ApiPath<TypePath>,
     request: Request,
 ) -> Result<(StatusCode, Json<DeployedView>), ApiError> {
-    let task_type = checked_type(path)?;
+    let task_type = type_name(path)?;
     let actor = actor(&request);
     let form = <Multipart as axum::extract::FromRequest<()>>::from_request(request, &())
         .await
@@ -504,7 +484,7 @@ async fn deployment_of(state: &AppState, task_type: &str) -> Result<Deployment, 
 }
 
 /// Promote a type's candidate: it becomes the stable version on every host and the trial ends.
-#[utoipa::path(post, path = "/plugins/{name}/promote", tag = "host", params(DeployPath),
+#[utoipa::path(post, path = "/plugins/{name}/promote", tag = "host", params(TypePath),
     responses(
         (status = 200, description = "Promoted", body = DeploymentView),
         (status = 400, description = "Not a task type name, or an invalid parameter", body = ErrorBody),
@@ -513,10 +493,10 @@ async fn deployment_of(state: &AppState, task_type: &str) -> Result<Deployment, 
     ))]
 pub async fn promote(
     State(state): State<Arc<AppState>>,
-    ApiPath(path): ApiPath<DeployPath>,
+    ApiPath(path): ApiPath<TypePath>,
     request: Request,
 ) -> Result<Json<DeploymentView>, ApiError> {
-    let task_type = checked_type(path)?;
+    let task_type = type_name(path)?;
     let actor = actor(&request);
     let deployment = deployment_of(&state, &task_type).await?;
     let target = rollout::promote(&deployment).map_err(refused)?;
@@ -534,7 +514,7 @@ pub struct RollbackQuery {
 }
 
 /// Roll a type back on every host: drop its candidate, or serve an older version.
-#[utoipa::path(post, path = "/plugins/{name}/rollback", tag = "host", params(DeployPath, RollbackQuery),
+#[utoipa::path(post, path = "/plugins/{name}/rollback", tag = "host", params(TypePath, RollbackQuery),
     responses(
         (status = 200, description = "Rolled back", body = DeploymentView),
         (status = 400, description = "Not a task type name, or an invalid parameter", body = ErrorBody),
@@ -543,11 +523,11 @@ pub struct RollbackQuery {
     ))]
 pub async fn rollback(
     State(state): State<Arc<AppState>>,
-    ApiPath(path): ApiPath<DeployPath>,
+    ApiPath(path): ApiPath<TypePath>,
     query: Result<Query<RollbackQuery>, axum::extract::rejection::QueryRejection>,
     request: Request,
 ) -> Result<Json<DeploymentView>, ApiError> {
-    let task_type = checked_type(path)?;
+    let task_type = type_name(path)?;
     let Query(query) = query.map_err(|rejection| {
         ApiError::bad_request(format!(
             "{}; `to` is a version number (spool versions {task_type} lists them)",
@@ -571,7 +551,7 @@ pub async fn rollback(
 }
 
 /// A deployed type's kept versions and its deployment history.
-#[utoipa::path(get, path = "/plugins/{name}/versions", tag = "host", params(DeployPath),
+#[utoipa::path(get, path = "/plugins/{name}/versions", tag = "host", params(TypePath),
     responses(
         (status = 200, description = "The versions and the history", body = VersionsView),
         (status = 400, description = "Not a task type name, or an invalid parameter", body = ErrorBody),
@@ -579,9 +559,9 @@ pub async fn rollback(
     ))]
 pub async fn versions(
     State(state): State<Arc<AppState>>,
-    ApiPath(path): ApiPath<DeployPath>,
+    ApiPath(path): ApiPath<TypePath>,
 ) -> Result<Json<VersionsView>, ApiError> {
-    let task_type = checked_type(path)?;
+    let task_type = type_name(path)?;
     let deployment = state
         .store
         .deployment(&task_type)

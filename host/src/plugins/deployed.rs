@@ -82,10 +82,9 @@ pub async fn build_shared(
     if let Some((cache, name)) = &shared
         && !had_it
         && let Some(contents) = cache.exported(name)
+        && let Err(error) = store.store_artifact(name, &digest, &contents).await
     {
-        if let Err(error) = store.store_artifact(name, &digest, &contents).await {
-            tracing::warn!(artifact = %name, "cannot store the compiled code for the other hosts: {error}");
-        }
+        tracing::warn!(artifact = %name, "cannot store the compiled code for the other hosts: {error}");
     }
     Ok(plugin)
 }
