@@ -93,6 +93,14 @@ pub const CANARY_MAX_FAILURE_INCREASE: Bounds<u64> = Bounds {
     shown: "percentage points from 0 to 100",
 };
 
+/// How many times the stable build's p50 time or peak memory a candidate may take before it is
+/// rolled back (`canary_max_slowdown`, `canary_max_memory_increase`); 0 turns the rule off.
+pub const CANARY_RATIO: Bounds<f64> = Bounds {
+    min: 0.0,
+    max: 1000.0,
+    shown: "a ratio from 1 to 1000, or 0 for no limit",
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

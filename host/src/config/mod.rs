@@ -38,7 +38,7 @@ use rules::{
     Within, ZeroMeans,
 };
 use spool_rules::limits::{
-    BACKOFF, CANARY_MAX_FAILURE_INCREASE, CANARY_MIN_ATTEMPTS, DEFAULT_MAX_PAYLOAD,
+    BACKOFF, CANARY_MAX_FAILURE_INCREASE, CANARY_MIN_ATTEMPTS, CANARY_RATIO, DEFAULT_MAX_PAYLOAD,
     EFFECT_RETENTION, KV_KEYS, MAX_RETRY, MEMORY, TIMEOUT,
 };
 use spool_rules::size::show_size;
@@ -311,6 +311,18 @@ settings! {
         default: DEFAULT_CANARY_MAX_FAILURE_INCREASE,
         rule: Within(CANARY_MAX_FAILURE_INCREASE),
     },
+    /// Roll back a canary candidate whose p50 attempt time is more than this many times the stable build's (0: no limit)
+    canary_max_slowdown: f64 {
+        env: "SPOOL_CANARY_MAX_SLOWDOWN",
+        default: 0.0,
+        rule: Within(CANARY_RATIO),
+    },
+    /// Roll back a canary candidate whose peak memory is more than this many times the stable build's (0: no limit)
+    canary_max_memory_increase: f64 {
+        env: "SPOOL_CANARY_MAX_MEMORY_INCREASE",
+        default: 0.0,
+        rule: Within(CANARY_RATIO),
+    },
     /// How long a candidate that passes stays on trial before it is promoted on every host, e.g. 10m
     canary_duration: Duration {
         env: "SPOOL_CANARY_DURATION",
@@ -541,6 +553,9 @@ impl Config {
         crate::plugins::rollout::CanaryRules {
             min_attempts: self.canary_min_attempts,
             max_failure_increase: self.canary_max_failure_increase,
+            max_slowdown: (self.canary_max_slowdown > 0.0).then_some(self.canary_max_slowdown),
+            max_memory_increase: (self.canary_max_memory_increase > 0.0)
+                .then_some(self.canary_max_memory_increase),
             duration: self.canary_duration,
         }
     }

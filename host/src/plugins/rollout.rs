@@ -17,6 +17,10 @@ pub struct CanaryRules {
     /// How far the candidate's share of failed attempts may exceed the stable build's, in
     /// percentage points, before it is rolled back.
     pub max_failure_increase: u64,
+    /// How many times the stable build's p50 attempt time the candidate may take (none: no limit).
+    pub max_slowdown: Option<f64>,
+    /// How many times the stable build's peak memory the candidate may use (none: no limit).
+    pub max_memory_increase: Option<f64>,
     /// How long a candidate that passes stays on trial before it is promoted.
     pub duration: Duration,
 }
@@ -133,11 +137,30 @@ pub fn verdict(
     }
     let increase = (candidate.failure_share() - stable.failure_share()) * 100.0;
     let figures = comparison(number, stable, candidate);
-    if increase > rules.max_failure_increase as f64 {
-        let detail = format!(
-            "{figures}; failures {increase:+.1} points over the stable build's, past the limit of {} (canary_max_failure_increase)",
+    let slowdown = ratio(candidate.wall_ms_at(0.5), stable.wall_ms_at(0.5));
+    let memory = ratio(Some(candidate.memory_peak), Some(stable.memory_peak));
+    let broken = if increase > rules.max_failure_increase as f64 {
+        Some(format!(
+            "failures {increase:+.1} points over the stable build's, past the limit of {} (canary_max_failure_increase)",
             rules.max_failure_increase
-        );
+        ))
+    } else if let (Some(limit), Some(r)) = (rules.max_slowdown, slowdown)
+        && r > limit
+    {
+        Some(format!(
+            "p50 time {r:.1}× the stable build's, past the limit of {limit} (canary_max_slowdown)"
+        ))
+    } else if let (Some(limit), Some(r)) = (rules.max_memory_increase, memory)
+        && r > limit
+    {
+        Some(format!(
+            "peak memory {r:.1}× the stable build's, past the limit of {limit} (canary_max_memory_increase)"
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = broken {
+        let detail = format!("{figures}; {why}");
         return Some((roll_back(deployment, &[], None).ok()?, detail));
     }
     let elapsed = (now - since).to_std().unwrap_or_default();
@@ -149,6 +172,14 @@ pub fn verdict(
         return Some((promote(deployment).ok()?, detail));
     }
     None
+}
+
+/// `a` as a multiple of `b`, when both are known and `b` is not zero.
+fn ratio(a: Option<u64>, b: Option<u64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0 => Some(a as f64 / b as f64),
+        _ => None,
+    }
 }
 
 /// The candidate's figures beside the stable build's, in words.
@@ -166,10 +197,6 @@ fn comparison(number: u64, stable: &Tally, candidate: &Tally) -> String {
         share(candidate),
         share(stable)
     );
-    let ratio = |a: Option<u64>, b: Option<u64>| match (a, b) {
-        (Some(a), Some(b)) if b > 0 => Some(a as f64 / b as f64),
-        _ => None,
-    };
     let mut costs = Vec::new();
     if let Some(r) = ratio(candidate.wall_ms_at(0.5), stable.wall_ms_at(0.5)) {
         costs.push(format!("p50 time {r:.1}×"));
@@ -212,6 +239,8 @@ mod tests {
         let rules = CanaryRules {
             min_attempts: 20,
             max_failure_increase: 10,
+            max_slowdown: None,
+            max_memory_increase: None,
             duration: Duration::from_secs(600),
         };
         let mut trial = deployment(Some(3), Some(5));
@@ -242,6 +271,30 @@ mod tests {
         let (target, detail) = verdict(&trial, &stable, &tally(20, 2, 10), &rules, later).unwrap();
         assert_eq!((target.action, target.stable), ("promote", Some(5)));
         assert!(detail.contains("within the limit of 10"), "{detail}");
+        // A slower candidate passes without a slowdown rule, and is rolled back with one.
+        let slow = tally(20, 0, 100);
+        assert_eq!(verdict(&trial, &stable, &slow, &rules, soon), None);
+        let strict = CanaryRules {
+            max_slowdown: Some(2.0),
+            ..rules
+        };
+        let (target, detail) = verdict(&trial, &stable, &slow, &strict, soon).unwrap();
+        assert_eq!(target.action, "rollback");
+        assert!(detail.contains("(canary_max_slowdown)"), "{detail}");
+        let mut hungry = tally(20, 0, 10);
+        hungry.memory_peak = 8 << 20;
+        let (_, detail) = verdict(
+            &trial,
+            &stable,
+            &hungry,
+            &CanaryRules {
+                max_memory_increase: Some(4.0),
+                ..rules
+            },
+            soon,
+        )
+        .unwrap();
+        assert!(detail.contains("peak memory 8.0×"), "{detail}");
         // No trial, no verdict.
         assert_eq!(
             verdict(&deployment(Some(3), None), &stable, &stable, &rules, later),
