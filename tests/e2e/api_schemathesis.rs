@@ -35,6 +35,13 @@ warnings = false
 [[operations]]
 include-path-regex = "^/plugins/\\{name\\}/(promote|rollback|versions)$"
 parameters = { name = "fuzzed" }
+
+# A deployment is removed once; every later removal of it is a 404, as it should be. The host's
+# folder has a file for the type, which serves it once its deployment is gone.
+[[operations]]
+include-path = "/plugins/{name}/deployment"
+parameters = { name = "removable" }
+warnings = false
 "#;
 
 /// The `st` command of a virtual environment holding exactly [`SCHEMATHESIS`], made on first
@@ -79,6 +86,9 @@ fn schemathesis() -> PathBuf {
 fn api_contract_holds_under_schemathesis() {
     let st = schemathesis();
     let ws = Workspace::with_plugins(&["noop", "report", "sleepy", "trap"]);
+    // Deployed below and removed by the fuzzer: the folder's file keeps the type served, so
+    // the task types the description lists stay true.
+    ws.add_plugin("noop", "removable");
     let host = ws.start(&[
         "--api-token",
         "w-token",
@@ -112,19 +122,21 @@ fn api_contract_holds_under_schemathesis() {
             .json()
             .unwrap()
     };
-    // A deployed type for the deployment routes to find.
-    let form = reqwest::blocking::multipart::Form::new().part(
-        "component",
-        reqwest::blocking::multipart::Part::bytes(std::fs::read(artifact("noop")).unwrap()),
-    );
-    let response = host
-        .http
-        .post(format!("{}/plugins/fuzzed/deploy", host.url))
-        .bearer_auth("w-token")
-        .multipart(form)
-        .send()
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 201);
+    // Deployed types for the deployment routes to find.
+    for name in ["fuzzed", "removable"] {
+        let form = reqwest::blocking::multipart::Form::new().part(
+            "component",
+            reqwest::blocking::multipart::Part::bytes(std::fs::read(artifact("noop")).unwrap()),
+        );
+        let response = host
+            .http
+            .post(format!("{}/plugins/{name}/deploy", host.url))
+            .bearer_auth("w-token")
+            .multipart(form)
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 201);
+    }
     // Tasks in every state for the fuzzer to find: done, failed, running, pending, cancelled.
     let done = post(json!({"task_type": "noop", "payload": {"n": 1}}));
     let failed = post(json!({"task_type": "trap", "max_retry": 0}));

@@ -470,6 +470,40 @@ fn a_deployment_shadows_the_folder_file_and_a_host_without_a_folder_serves_it() 
         log.contains("no plugin folder; serving the types deployed through the database"),
         "{log}"
     );
+
+    // Removed from the database: the folder's file serves again; the host without one has
+    // nothing left to serve; the versions and the history stay.
+    let (ok, out) = spool(&host, &["undeploy", TYPE], &[]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("work is no longer served from the database"),
+        "{out}"
+    );
+    until_served(
+        std::slice::from_ref(&host),
+        &noop,
+        None,
+        Duration::from_secs(10),
+    );
+    let (_, plugins) = host.get("/plugins");
+    assert_eq!(plugins["plugins"][0]["source"], "folder", "{plugins}");
+    eventually(
+        Duration::from_secs(10),
+        "the deployment gone from the bare host",
+        || served(&second).is_none().then_some(()),
+    );
+    assert_eq!(history(&host)[0]["action"], "remove");
+    let (ok, out) = spool(&host, &["undeploy", TYPE], &[]);
+    assert!(!ok);
+    assert!(out.contains("is not deployed"), "{out}");
+    // A deploy serves it again.
+    deploy(&host, &ws, "clock", None);
+    until_served(
+        std::slice::from_ref(&second),
+        &clock,
+        None,
+        Duration::from_secs(10),
+    );
 }
 
 /// The deployment history of [`TYPE`], newest first.

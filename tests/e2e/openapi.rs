@@ -46,6 +46,7 @@ fn openapi_describes_every_route_and_the_real_task_shape() {
         ("post", "/plugins/{name}/promote"),
         ("post", "/plugins/{name}/rollback"),
         ("get", "/plugins/{name}/versions"),
+        ("delete", "/plugins/{name}/deployment"),
     ]
     .into_iter()
     .map(|(m, p)| (m.to_string(), p.to_string()))
@@ -57,6 +58,11 @@ fn openapi_describes_every_route_and_the_real_task_shape() {
         let path = path.replace("{id}", "1");
         let response = match method.as_str() {
             "get" => host.http.get(format!("{}{path}", host.url)).send().unwrap(),
+            "delete" => host
+                .http
+                .delete(format!("{}{path}", host.url))
+                .send()
+                .unwrap(),
             _ => host
                 .http
                 .post(format!("{}{path}", host.url))

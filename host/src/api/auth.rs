@@ -4,7 +4,7 @@
 //! need the API token; reads take it or the read token, if one is configured.
 //!
 //! Deploying code is a stronger right than changing tasks: with a deploy token configured,
-//! deploying, promoting and rolling back a handler (`POST /plugins/{type}/…`) need the deploy
+//! deploying, promoting, rolling back and removing a handler's deployment need the deploy
 //! token, and the API token alone is refused. Every request that passes carries the [`Right`]
 //! it was allowed by, which the deployment history records.
 
@@ -50,7 +50,8 @@ pub fn access(method: &Method, path: &str) -> Access {
     }
 }
 
-/// `/plugins/{type}/deploy`, `/plugins/{type}/promote` and `/plugins/{type}/rollback`.
+/// `/plugins/{type}/deploy`, `/plugins/{type}/promote`, `/plugins/{type}/rollback` and
+/// `/plugins/{type}/deployment` (removing it).
 fn is_deploy_path(path: &str) -> bool {
     let mut parts = path.trim_start_matches('/').split('/');
     matches!(

@@ -141,6 +141,12 @@ impl Client {
         self.deploy_change(self.http.post(url).query(&query)).await
     }
 
+    /// `DELETE /plugins/{type}/deployment`.
+    pub async fn remove_deployment(&self, task_type: &str) -> Result<DeploymentView, ClientError> {
+        let url = self.url(&format!("/plugins/{task_type}/deployment"));
+        self.deploy_change(self.http.delete(url)).await
+    }
+
     /// `GET /plugins/{type}/versions`.
     pub async fn versions(&self, task_type: &str) -> Result<VersionsView, ClientError> {
         let url = self.url(&format!("/plugins/{task_type}/versions"));

@@ -550,6 +550,28 @@ pub async fn rollback(
     apply(&state, &deployment, target, &actor, reason.as_deref()).await
 }
 
+/// Stop serving a type from the database, on every host: its deployment keeps its versions and
+/// history (a later deploy serves it again), and a host whose plugin folder has a file for the
+/// type serves that file again.
+#[utoipa::path(delete, path = "/plugins/{name}/deployment", tag = "host", params(TypePath),
+    responses(
+        (status = 200, description = "No longer served from the database", body = DeploymentView),
+        (status = 400, description = "Not a task type name", body = ErrorBody),
+        (status = 404, description = "The type is not deployed", body = ErrorBody),
+        (status = 409, description = "The deployment changed meanwhile", body = ErrorBody),
+    ))]
+pub async fn remove(
+    State(state): State<Arc<AppState>>,
+    ApiPath(path): ApiPath<TypePath>,
+    request: Request,
+) -> Result<Json<DeploymentView>, ApiError> {
+    let task_type = type_name(path)?;
+    let actor = actor(&request);
+    let deployment = deployment_of(&state, &task_type).await?;
+    let target = rollout::remove(&deployment);
+    apply(&state, &deployment, target, &actor, None).await
+}
+
 /// A deployed type's kept versions and its deployment history.
 #[utoipa::path(get, path = "/plugins/{name}/versions", tag = "host", params(TypePath),
     responses(

@@ -172,7 +172,8 @@ fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
         .routes(routes!(control::resume_type))
         .routes(routes!(alerts::drill))
         .routes(routes!(deploy::promote))
-        .routes(routes!(deploy::rollback));
+        .routes(routes!(deploy::rollback))
+        .routes(routes!(deploy::remove));
     // A build may be larger than any other body (max_plugin_size, not max_body): the deploy
     // form bounds each of its fields itself.
     let deploys = OpenApiRouter::new()

@@ -74,6 +74,8 @@ pub enum Command {
     Promote(TypeArgs),
     /// Drop a type's candidate, or go back to an earlier version, on every host.
     Rollback(RollbackArgs),
+    /// Stop serving a deployed type from the database on every host (its versions are kept).
+    Undeploy(TypeArgs),
     /// List a deployed type's kept versions and its deployment history.
     Versions(TypeArgs),
 }
@@ -149,6 +151,7 @@ pub fn run(cli: Cli) -> Result<()> {
             Command::Deploy(args) => deploy::deploy(args).await,
             Command::Promote(args) => deploy::promote(args).await,
             Command::Rollback(args) => deploy::rollback(args).await,
+            Command::Undeploy(args) => deploy::undeploy(args).await,
             Command::Versions(args) => deploy::versions(args).await,
             Command::Plugin(_) => unreachable!("handled before the runtime starts"),
         }

@@ -31,7 +31,7 @@ pub struct Target {
     pub stable: Option<u64>,
     pub candidate: Option<u64>,
     pub canary_percent: u8,
-    /// `promote` or `rollback`, for the history.
+    /// `promote`, `rollback` or `remove`, for the history.
     pub action: &'static str,
     /// The version the change is about, for the history.
     pub version: Option<u64>,
@@ -70,6 +70,17 @@ pub fn promote(deployment: &Deployment) -> Result<Target, Refusal> {
         action: "promote",
         version: Some(candidate),
     })
+}
+
+/// Removing: the type is served from the database no more (its versions are kept).
+pub fn remove(deployment: &Deployment) -> Target {
+    Target {
+        stable: None,
+        candidate: None,
+        canary_percent: 0,
+        action: "remove",
+        version: deployment.stable,
+    }
 }
 
 /// Rolling back, given the version numbers still kept:

@@ -1,4 +1,4 @@
-//! `spool deploy`, `spool promote`, `spool rollback` and `spool versions`: deploying handler
+//! `spool deploy`, `spool promote`, `spool rollback`, `spool undeploy` and `spool versions`: deploying handler
 //! builds through a running host to every host of its database.
 
 use anyhow::{Context, Result, bail};
@@ -82,6 +82,19 @@ pub async fn rollback(args: RollbackArgs) -> Result<()> {
         .rollback(&args.task_type, args.to, args.reason.as_deref())
         .await?;
     print!("{}", deployment_summary("rolled back", &deployment));
+    Ok(())
+}
+
+pub async fn undeploy(args: TypeArgs) -> Result<()> {
+    let deployment = args
+        .client
+        .client()
+        .remove_deployment(&args.task_type)
+        .await?;
+    println!(
+        "{} is no longer served from the database; its versions are kept (spool versions {})",
+        deployment.task_type, deployment.task_type
+    );
     Ok(())
 }
 

@@ -5,7 +5,7 @@
 //! - [`info`]: what a host shows of itself: types, plugins, schedules, health, alerts.
 //! - [`host`]: `serve`, and `archive` against the database.
 //! - [`plugin`]: `spool plugin new` and `spool plugin build`.
-//! - [`deploy`]: `deploy`, `promote`, `rollback` and `versions`.
+//! - [`deploy`]: `deploy`, `promote`, `rollback`, `undeploy` and `versions`.
 
 pub mod deploy;
 pub mod host;
