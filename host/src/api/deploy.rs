@@ -483,6 +483,19 @@ async fn deployment_of(state: &AppState, task_type: &str) -> Result<Deployment, 
         .ok_or_else(|| refused(Refusal::NotDeployed(task_type.to_string())))
 }
 
+/// Decides with `rule` on the type's deployment as it is now, and applies the decision.
+async fn decide(
+    state: &AppState,
+    path: TypePath,
+    actor: Actor,
+    rule: impl FnOnce(&Deployment) -> Result<rollout::Target, Refusal>,
+) -> Result<Json<DeploymentView>, ApiError> {
+    let task_type = type_name(path)?;
+    let deployment = deployment_of(state, &task_type).await?;
+    let target = rule(&deployment).map_err(refused)?;
+    apply(state, &deployment, target, &actor, None).await
+}
+
 /// Promote a type's candidate: it becomes the stable version on every host and the trial ends.
 #[utoipa::path(post, path = "/plugins/{name}/promote", tag = "host", params(TypePath),
     responses(
@@ -496,11 +509,7 @@ pub async fn promote(
     ApiPath(path): ApiPath<TypePath>,
     request: Request,
 ) -> Result<Json<DeploymentView>, ApiError> {
-    let task_type = type_name(path)?;
-    let actor = actor(&request);
-    let deployment = deployment_of(&state, &task_type).await?;
-    let target = rollout::promote(&deployment).map_err(refused)?;
-    apply(&state, &deployment, target, &actor, None).await
+    decide(&state, path, actor(&request), rollout::promote).await
 }
 
 /// Where to roll back to.
@@ -565,11 +574,7 @@ pub async fn remove(
     ApiPath(path): ApiPath<TypePath>,
     request: Request,
 ) -> Result<Json<DeploymentView>, ApiError> {
-    let task_type = type_name(path)?;
-    let actor = actor(&request);
-    let deployment = deployment_of(&state, &task_type).await?;
-    let target = rollout::remove(&deployment);
-    apply(&state, &deployment, target, &actor, None).await
+    decide(&state, path, actor(&request), |d| Ok(rollout::remove(d))).await
 }
 
 /// A deployed type's kept versions and its deployment history.
