@@ -159,21 +159,7 @@ fn refused_at_start(args: &[&str]) -> String {
 fn the_cli_sends_the_read_token_for_reads_and_the_api_token_for_changes() {
     let ws = Workspace::with_plugins(&["noop"]);
     let host = ws.start(&["--api-token", "w-token", "--read-token", "r-token"]);
-    let spool = |args: &[&str]| {
-        let output = Command::new(env!("CARGO_BIN_EXE_spool"))
-            .args(args)
-            .args(["--url", &host.url])
-            .env_remove("SPOOL_API_TOKEN")
-            .env_remove("SPOOL_READ_TOKEN")
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        (output.status.success(), text)
-    };
+    let spool = |args: &[&str]| host.cli(args, &[]);
 
     let (ok, out) = spool(&[
         "enqueue",

@@ -301,6 +301,27 @@ impl Host {
         }
     }
 
+    /// Runs the `spool` CLI against this host, without the token variables of the test's own
+    /// environment but with `env`; returns whether it succeeded and what it printed (stdout,
+    /// then stderr).
+    pub fn cli(&self, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+        let output = Command::new(env!("CARGO_BIN_EXE_spool"))
+            .args(args)
+            .args(["--url", &self.url])
+            .env_remove("SPOOL_API_TOKEN")
+            .env_remove("SPOOL_READ_TOKEN")
+            .env_remove("SPOOL_DEPLOY_TOKEN")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.success(), text)
+    }
+
     /// The host's address (`127.0.0.1:PORT`), for connections made by hand.
     pub fn addr(&self) -> String {
         self.url.trim_start_matches("http://").to_string()

@@ -59,7 +59,7 @@ pub async fn build_shared(
     // Whether this host already had it, or found it in the database.
     let mut had_it = false;
     if let Some((cache, name)) = &shared {
-        had_it = cache.exported(name).is_some();
+        had_it = cache.has(name);
         if !had_it {
             match store.artifact(name).await {
                 Ok(Some(contents)) => match cache.import(name, &contents) {

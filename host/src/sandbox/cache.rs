@@ -173,16 +173,24 @@ impl ArtifactCache {
             .unwrap_or_default()
     }
 
+    /// Where this host keeps the file of a shared name, if the name is of its engine.
+    fn local_path(&self, shared_name: &str) -> Option<PathBuf> {
+        let (engine, name) = shared_name.split_once('/')?;
+        (engine == self.engine_name() && !name.contains('/')).then(|| self.dir.join(name))
+    }
+
+    /// Whether this host has the file of a shared name (without reading it).
+    pub fn has(&self, shared_name: &str) -> bool {
+        self.local_path(shared_name)
+            .is_some_and(|path| std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()))
+    }
+
     /// The cached file (artifact and tag) of a shared name, if this host has it.
     pub fn exported(&self, shared_name: &str) -> Option<Vec<u8>> {
-        let (engine, name) = shared_name.split_once('/')?;
-        if engine != self.engine_name() || name.contains('/') {
-            return None;
-        }
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW)
-            .open(self.dir.join(name))
+            .open(self.local_path(shared_name)?)
             .ok()?;
         let mut contents = Vec::new();
         file.read_to_end(&mut contents).ok()?;
@@ -354,6 +362,7 @@ mod tests {
             .unwrap();
         let name = here.shared_name("v1", &wasm);
         assert!(name.ends_with("/v1.cwasm-module"), "{name}");
+        assert!(here.has(&name));
         let file = here.exported(&name).unwrap();
 
         let there = ArtifactCache::new(second.path(), &engine, key.clone());
@@ -388,6 +397,7 @@ mod tests {
                 .exists()
         );
         assert_eq!(here.exported("elsewhere/v1.cwasm-module"), None);
+        assert!(!here.has("elsewhere/v1.cwasm-module"));
     }
 
     #[test]

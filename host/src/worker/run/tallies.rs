@@ -20,48 +20,47 @@ pub const FLUSH_INTERVAL: Duration = Duration::from_secs(2);
 /// (task type, build digest, window start in Unix ms).
 type Key = (String, String, i64);
 
-/// The counts of this host since it started.
+/// The counts of this host since it started, each marked when it changed since the last write.
 #[derive(Default)]
 pub struct BuildTallies {
-    counts: Mutex<HashMap<Key, Tally>>,
-    /// The keys counted since the last write.
-    changed: Mutex<Vec<Key>>,
+    counts: Mutex<HashMap<Key, (Tally, bool)>>,
 }
 
 impl BuildTallies {
     /// Counts one attempt of `digest` for `task_type` in the trial window `window_ms`.
     pub fn count(&self, task_type: &str, digest: &str, window_ms: i64, attempt: Counted) {
         let key = (task_type.to_string(), digest.to_string(), window_ms);
-        self.counts
-            .lock()
-            .expect("tallies lock")
-            .entry(key.clone())
-            .or_default()
-            .count(attempt);
-        self.changed.lock().expect("tallies lock").push(key);
+        let mut counts = self.counts.lock().expect("tallies lock");
+        let (tally, changed) = counts.entry(key).or_default();
+        tally.count(attempt);
+        *changed = true;
     }
 
     /// Writes the counts changed since the last write; on failure they are written next time.
     pub async fn flush(&self, store: &SharedStore, host_id: &str) {
-        let keys = std::mem::take(&mut *self.changed.lock().expect("tallies lock"));
-        if keys.is_empty() {
-            return;
-        }
         let rows: Vec<_> = {
-            let counts = self.counts.lock().expect("tallies lock");
-            let mut keys = keys.clone();
-            keys.sort();
-            keys.dedup();
-            keys.iter()
-                .filter_map(|key| {
-                    let tally = counts.get(key)?;
-                    Some(tally.to_row(&key.0, &key.1, host_id, key.2))
+            let mut counts = self.counts.lock().expect("tallies lock");
+            counts
+                .iter_mut()
+                .filter(|(_, (_, changed))| *changed)
+                .map(|(key, (tally, changed))| {
+                    *changed = false;
+                    tally.to_row(&key.0, &key.1, host_id, key.2)
                 })
                 .collect()
         };
+        if rows.is_empty() {
+            return;
+        }
         if let Err(error) = store.record_tallies(&rows).await {
             tracing::debug!("cannot write the build counts now ({error}); they are kept");
-            self.changed.lock().expect("tallies lock").extend(keys);
+            let mut counts = self.counts.lock().expect("tallies lock");
+            for row in &rows {
+                let key = (row.task_type.clone(), row.digest.clone(), row.window_ms);
+                if let Some((_, changed)) = counts.get_mut(&key) {
+                    *changed = true;
+                }
+            }
         }
     }
 
