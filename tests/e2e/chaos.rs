@@ -245,12 +245,17 @@ fn run(backend: Option<Backend>, plan: Plan) -> Option<Report> {
             continue;
         }
         let task = hosts[0].task(*id);
-        let unrecorded: Vec<&str> = task["history"]
+        let unrecorded: Vec<(&str, &str)> = task["history"]
             .as_array()
             .expect("the task's history")
             .iter()
-            .map(|a| a["outcome"].as_str().unwrap())
-            .filter(|outcome| *outcome != "done")
+            .map(|a| {
+                (
+                    a["outcome"].as_str().unwrap(),
+                    a["error"].as_str().unwrap_or_default(),
+                )
+            })
+            .filter(|(outcome, _)| *outcome != "done")
             .collect();
         assert!(
             count <= 1 + unrecorded.len(),
@@ -258,11 +263,16 @@ fn run(backend: Option<Backend>, plan: Plan) -> Option<Report> {
              {task:#}",
             unrecorded.len()
         );
-        for outcome in &unrecorded[..count - 1] {
+        for (outcome, error) in &unrecorded[..count - 1] {
             let class = match *outcome {
                 "rescued" => "host killed between send and record",
                 "released" => "host stopped between send and record",
                 "retry" => "record refused while the database was away",
+                // The handler's `record-effect` call failed (the server went down under it) and
+                // stopped the handler: the same gap, seen through a trap.
+                "crashed" if error.contains("host service `record-effect` failed") => {
+                    "record refused while the database was away"
+                }
                 other => panic!("{key} repeated after an attempt that ended {other}: {task:#}"),
             };
             *repeats.entry(class).or_default() += 1;
