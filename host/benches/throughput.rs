@@ -229,6 +229,12 @@ async fn raw_baseline(server: &Server, n: usize, batch: usize) -> f64 {
                 outcome: store::history::Outcome::Done,
                 plugin_version: None,
                 log: None,
+                // What a real attempt records, so the baseline writes the same columns.
+                cost: Some(spool::task::AttemptCost {
+                    wall_ms: 1,
+                    fuel_used: Some(100_000),
+                    peak_memory: 1 << 20,
+                }),
                 finished_at: Utc::now(),
             })
             .collect();

@@ -87,6 +87,27 @@ export function duration(ms) {
   return `${(ms / 86_400_000).toFixed(1)} d`;
 }
 
+/** A measured size in bytes as "900 B", "64 KiB", "1.1 MiB" (one decimal below 10 of a unit). */
+export function bytes(n) {
+  if (n === null || n === undefined || Number.isNaN(n) || n <= 0) return '—';
+  for (const [size, unit] of [[2 ** 30, 'GiB'], [2 ** 20, 'MiB'], [2 ** 10, 'KiB']]) {
+    if (n >= size) {
+      const value = n / size;
+      return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${unit}`;
+    }
+  }
+  return `${n} B`;
+}
+
+/** A fuel count as "1.2 M", "350 k" (three digits at most). */
+export function fuel(n) {
+  if (n === null || n === undefined) return '—';
+  if (n >= 1e9) return `${(n / 1e9).toPrecision(3)} G`;
+  if (n >= 1e6) return `${(n / 1e6).toPrecision(3)} M`;
+  if (n >= 1e3) return `${(n / 1e3).toPrecision(3)} k`;
+  return String(n);
+}
+
 /** JSON as indented text (strings as they are). */
 export function json(value) {
   if (value === undefined || value === null) return '—';

@@ -512,6 +512,7 @@ async fn spawn(
         enqueuer,
         in_flight,
         estimates,
+        tallies: tallies.clone(),
         leadership,
         failures: failures.clone(),
         finished,

@@ -17,10 +17,12 @@ use std::time::Duration;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use crate::task::AttemptCost;
+
 /// Attempts that ended, by `task_type` and `outcome` (done, failed, retried, snoozed,
 /// cancelled), counted on the host that ran them when the attempt ends.
 pub const TASKS_FINISHED: &str = "spool_tasks_finished_total";
-/// How long attempts ran, by `task_type`.
+/// How long attempts ran, by `task_type` and `build`.
 pub const ATTEMPT_DURATION: &str = "spool_attempt_duration_seconds";
 /// From when a task was due (its `run_at`, or its retry time) to the start of its attempt, by
 /// `task_type`.
@@ -35,8 +37,14 @@ pub const IN_FLIGHT: &str = "spool_attempts_in_flight";
 pub const PLUGIN_LOADS: &str = "spool_plugin_loads_total";
 /// Plugin files that failed to load, by `task_type`.
 pub const PLUGIN_LOAD_ERRORS: &str = "spool_plugin_load_errors_total";
-/// Fuel an attempt consumed, by `task_type`.
+/// Fuel an attempt consumed, by `task_type` and `build`.
 pub const FUEL_USED: &str = "spool_fuel_used";
+/// The most memory an attempt held at once (all its linear memories and tables), by
+/// `task_type` and `build`.
+pub const PEAK_MEMORY: &str = "spool_attempt_peak_memory_bytes";
+/// How many hex digits of a build's content hash its `build` label keeps: enough to tell the
+/// builds of one type apart, short enough to read on a chart.
+pub const BUILD_LABEL_DIGITS: usize = 12;
 /// HTTP requests answered, by `method`, `route` (the route's template, never an id) and `status`.
 pub const HTTP_REQUESTS: &str = "spool_http_requests_total";
 
@@ -46,6 +54,19 @@ const SECONDS_BUCKETS: &[f64] = &[
 ];
 /// Buckets of the fuel histogram: powers of ten up to the largest budget a manifest may set.
 const FUEL_BUCKETS: &[f64] = &[1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12];
+/// Buckets of the peak memory histogram, in bytes: powers of four from 64 KiB (one wasm page)
+/// to 4 GiB (the most a 32-bit memory can hold).
+const MEMORY_BUCKETS: &[f64] = &[
+    65536.0,
+    262144.0,
+    1048576.0,
+    4194304.0,
+    16777216.0,
+    67108864.0,
+    268435456.0,
+    1073741824.0,
+    4294967296.0,
+];
 
 static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -60,6 +81,9 @@ pub fn install() -> Option<&'static PrometheusHandle> {
                     b.set_buckets_for_metric(Matcher::Full(QUEUE_WAIT.into()), SECONDS_BUCKETS)
                 })
                 .and_then(|b| b.set_buckets_for_metric(Matcher::Full(FUEL_USED.into()), FUEL_BUCKETS))
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full(PEAK_MEMORY.into()), MEMORY_BUCKETS)
+                })
                 .expect("bucket lists are not empty")
                 .build_recorder();
             let handle = recorder.handle();
@@ -90,7 +114,11 @@ fn describe() {
         TASKS_FINISHED,
         "Attempts that ended on this host, by task type and outcome"
     );
-    describe_histogram!(ATTEMPT_DURATION, Unit::Seconds, "How long attempts ran");
+    describe_histogram!(
+        ATTEMPT_DURATION,
+        Unit::Seconds,
+        "How long attempts ran, by task type and build"
+    );
     describe_histogram!(
         QUEUE_WAIT,
         Unit::Seconds,
@@ -111,7 +139,15 @@ fn describe() {
         PLUGIN_LOAD_ERRORS,
         "Plugin files that failed to load, by task type"
     );
-    describe_histogram!(FUEL_USED, "Fuel an attempt consumed");
+    describe_histogram!(
+        FUEL_USED,
+        "Fuel an attempt consumed, by task type and build"
+    );
+    describe_histogram!(
+        PEAK_MEMORY,
+        Unit::Bytes,
+        "The most memory an attempt held at once, by task type and build"
+    );
     describe_counter!(
         HTTP_REQUESTS,
         "HTTP requests answered, by method, route and status"
@@ -123,15 +159,27 @@ pub fn attempt_started(task_type: &str, waited: Duration) {
     metrics::histogram!(QUEUE_WAIT, "task_type" => task_type.to_string()).record(waited);
 }
 
-/// An attempt ended with `outcome` after running `ran`, consuming `fuel` if known.
-pub fn attempt_ended(task_type: &str, outcome: &'static str, ran: Duration, fuel: Option<u64>) {
+/// An attempt of build `version` ended with `outcome`, having cost `cost`.
+pub fn attempt_ended(task_type: &str, version: &str, outcome: &'static str, cost: &AttemptCost) {
     let task_type = task_type.to_string();
+    let build = build_label(version).to_string();
     metrics::counter!(TASKS_FINISHED, "task_type" => task_type.clone(), "outcome" => outcome)
         .increment(1);
-    metrics::histogram!(ATTEMPT_DURATION, "task_type" => task_type.clone()).record(ran);
-    if let Some(fuel) = fuel {
-        metrics::histogram!(FUEL_USED, "task_type" => task_type).record(fuel as f64);
+    metrics::histogram!(ATTEMPT_DURATION, "task_type" => task_type.clone(), "build" => build.clone())
+        .record(Duration::from_millis(cost.wall_ms));
+    if let Some(fuel) = cost.fuel_used {
+        metrics::histogram!(FUEL_USED, "task_type" => task_type.clone(), "build" => build.clone())
+            .record(fuel as f64);
     }
+    if cost.peak_memory > 0 {
+        metrics::histogram!(PEAK_MEMORY, "task_type" => task_type, "build" => build)
+            .record(cost.peak_memory as f64);
+    }
+}
+
+/// The `build` label of a build's content hash.
+pub fn build_label(version: &str) -> &str {
+    version.get(..BUILD_LABEL_DIGITS).unwrap_or(version)
 }
 
 /// A running attempt was interrupted because its task was cancelled.

@@ -240,6 +240,19 @@ pub struct Enqueued {
     pub duplicate: bool,
 }
 
+/// What one attempt cost, as the sandbox measured it; the attempt history records it with
+/// the attempts that ended with a result of their own (not rescued, cancelled or released).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+pub struct AttemptCost {
+    /// How long the handler ran in the sandbox, in milliseconds.
+    pub wall_ms: u64,
+    /// The fuel it used (none when the attempt was stopped at its wall-clock limit).
+    pub fuel_used: Option<u64>,
+    /// The most memory it held at once, in bytes: all its linear memories and tables (0 when
+    /// the attempt was stopped at its wall-clock limit).
+    pub peak_memory: u64,
+}
+
 /// How one attempt of a task ended, as the sandbox reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttemptOutcome {

@@ -44,9 +44,36 @@ pub fn show_size(bytes: usize) -> String {
     bytes.to_string()
 }
 
+/// A measured size for a person to read: in the largest binary unit it reaches, with one
+/// decimal below 10 of it (1114784 → `1.1MiB`, 52428800 → `50MiB`, 900 → `900B`). Unlike
+/// [`show_size`], it rounds: for figures, not for settings read back.
+pub fn show_measured_size(bytes: u64) -> String {
+    for (size, unit) in [(GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")] {
+        let size = size as u64;
+        if bytes >= size {
+            let value = bytes as f64 / size as f64;
+            return if value < 10.0 {
+                format!("{value:.1}{unit}")
+            } else {
+                format!("{value:.0}{unit}")
+            };
+        }
+    }
+    format!("{bytes}B")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn measured_sizes_round_in_their_largest_unit() {
+        assert_eq!(show_measured_size(1_114_784), "1.1MiB");
+        assert_eq!(show_measured_size(50 << 20), "50MiB");
+        assert_eq!(show_measured_size(65536), "64KiB");
+        assert_eq!(show_measured_size(900), "900B");
+        assert_eq!(show_measured_size(3 << 30), "3.0GiB");
+    }
 
     #[test]
     fn sizes_take_binary_units() {

@@ -62,10 +62,21 @@ fn retries_are_on_record(host: &Host) {
         assert_eq!(attempt["plugin_version"], done["plugin_version"]);
         let started = attempt["started_at"].as_str().unwrap();
         let finished = attempt["finished_at"].as_str().unwrap();
-        assert!(
-            chrono::DateTime::parse_from_rfc3339(started).unwrap()
-                <= chrono::DateTime::parse_from_rfc3339(finished).unwrap()
+        let (started, finished) = (
+            chrono::DateTime::parse_from_rfc3339(started).unwrap(),
+            chrono::DateTime::parse_from_rfc3339(finished).unwrap(),
         );
+        assert!(started <= finished);
+        // What the attempt cost, as the sandbox measured it: the handler's own time (within
+        // the record's span), its fuel and its peak memory (at least one wasm page).
+        let cost = &attempt["cost"];
+        let wall_ms = cost["wall_ms"].as_i64().expect("a wall time");
+        assert!(
+            wall_ms <= (finished - started).num_milliseconds() + 1,
+            "{done:#}"
+        );
+        assert!(cost["fuel_used"].as_u64().unwrap() > 0, "{done:#}");
+        assert!(cost["peak_memory"].as_u64().unwrap() >= 65536, "{done:#}");
     }
     assert_eq!(
         (&done["attempts"], &done["retry_count"], &done["last_error"]),
@@ -152,6 +163,10 @@ fn a_cancelled_attempt_is_on_record_and_spool_status_prints_the_history() {
     assert_eq!(attempts.len(), 1, "{task:#}");
     assert_eq!(attempts[0]["outcome"], "cancelled", "{task:#}");
     assert!(attempts[0]["started_at"].is_string(), "{task:#}");
+    assert!(
+        attempts[0]["cost"].is_null(),
+        "an interrupted attempt has no measured cost: {task:#}"
+    );
 
     let flaky = host.enqueue("flaky", json!({"fail_until_attempt": 1}));
     host.wait_for_status(id(&flaky), "done", WAIT);
@@ -178,4 +193,8 @@ fn a_cancelled_attempt_is_on_record_and_spool_status_prints_the_history() {
         "{stderr}"
     );
     assert!(lines[2].trim_start().starts_with("2  done"), "{stderr}");
+    assert!(
+        lines[0].contains("FUEL") && lines[0].contains("MEMORY") && lines[2].contains("iB  "),
+        "each attempt's fuel and peak memory: {stderr}"
+    );
 }

@@ -41,6 +41,16 @@ fn wasi_programs_run_as_handlers_through_both_doors() {
             json!({"shout": "APPROVAL 42 IS READY"}),
             "{task_type}: {done:#}"
         );
+        // A program is measured as a handler is: fuel and peak memory are on record.
+        let cost = &done["history"][0]["cost"];
+        assert!(
+            cost["fuel_used"].as_u64().unwrap() > 0,
+            "{task_type}: {done:#}"
+        );
+        assert!(
+            cost["peak_memory"].as_u64().unwrap() >= 65536,
+            "at least one wasm page: {task_type}: {done:#}"
+        );
 
         let refused = host.enqueue(
             task_type,

@@ -460,11 +460,20 @@ fn dashboard_pages_work_in_a_real_browser() {
         log.as_str().unwrap().contains("dashboard log line"),
         "the log shown: {log}"
     );
+    // Each attempt shows what it cost: its fuel and its peak memory, as the history has them.
+    let cost = browser.wait_js(
+        "the attempt's cost",
+        "const f = document.querySelector('#task-attempts .attempt-fuel'); const m = document.querySelector('#task-attempts .attempt-memory'); return f && m && f.innerText !== '—' && m.innerText.endsWith('iB') && [f.innerText, m.innerText]",
+    );
+    assert!(
+        task(&host, logged)["history"][0]["cost"]["fuel_used"].as_u64() > Some(0),
+        "{cost}"
+    );
     browser.screenshot("task");
     browser.assert_no_console_errors("task");
 
     for (page, shows) in [
-        ("types", ("types", "loud")),
+        ("types", ("types", "fuel")),
         ("plugins", ("plugins-loaded", "loud")),
         ("alerts", ("alerts", "Last drill")),
     ] {

@@ -99,16 +99,40 @@ fn metrics_count_what_ran_and_stats_keep_the_backlog_history() {
         5.0,
         "{text}"
     );
-    // The sandbox reports the fuel each attempt of a Spool-world handler consumed.
+    // The sandbox reports the fuel and the peak memory of each attempt, by type and build.
+    let (_, types) = host.get("/types");
+    let noop = types["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["task_type"] == "noop")
+        .unwrap();
+    let build = &noop["version"].as_str().unwrap()[..12];
+    for metric in [
+        "spool_fuel_used",
+        "spool_attempt_peak_memory_bytes",
+        "spool_attempt_duration_seconds",
+    ] {
+        assert_eq!(
+            observations(sample(
+                &metrics,
+                metric,
+                &[("task_type", "noop"), ("build", build)]
+            )),
+            5.0,
+            "{metric}: {text}"
+        );
+    }
+    // `GET /types` states what the build's attempts cost on this host.
+    let cost = &noop["cost"];
     assert_eq!(
-        observations(sample(
-            &metrics,
-            "spool_fuel_used",
-            &[("task_type", "noop")]
-        )),
-        5.0,
-        "{text}"
+        (&cost["attempts"], &cost["failures"]),
+        (&json!(5), &json!(0)),
+        "{noop:#}"
     );
+    assert!(cost["mean_fuel"].as_u64().unwrap() > 0, "{noop:#}");
+    assert!(cost["peak_memory"].as_u64().unwrap() >= 65536, "{noop:#}");
+    assert!(cost["p50_ms"].is_u64(), "{noop:#}");
     assert!(
         number(sample(
             &metrics,

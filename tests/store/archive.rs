@@ -89,6 +89,7 @@ async fn task_in(
             },
             plugin_version: Some("v1".into()),
             log: Some("printed".into()),
+            cost: None,
             finished_at,
         }])
         .await

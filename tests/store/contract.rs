@@ -72,6 +72,7 @@ pub fn finished(task: &Task, owner: &str, status: Status) -> Completion {
         },
         plugin_version: Some("v1".into()),
         log: Some("printed".into()),
+        cost: None,
         finished_at: Utc::now(),
     }
 }

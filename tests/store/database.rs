@@ -147,6 +147,7 @@ pub async fn a_plain_sql_insert_cannot_take_the_key_of_an_archived_task(fixture:
         outcome: Outcome::Done,
         plugin_version: None,
         log: None,
+        cost: None,
         finished_at: Utc::now() - Span::days(2),
     };
     assert_eq!(store.complete(&[done]).await.unwrap(), 1);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::Fixture;
 use spool::store::encoding::LEASE_EXPIRED;
-use spool::store::history::{AttemptRecord, KEPT_ATTEMPTS, Outcome};
+use spool::store::history::{AttemptCost, AttemptRecord, KEPT_ATTEMPTS, Outcome};
 use spool::store::{AttemptId, ClaimRequest, Completion};
 use spool::task::{NewTask, Status, Task, TaskId, Transition};
 
@@ -81,7 +81,19 @@ fn ended(task: &Task, outcome: Outcome, error: Option<&str>, log: &str) -> Compl
         outcome,
         plugin_version: Some(format!("v{}", task.attempts)),
         log: Some(log.into()),
+        cost: Some(cost_of(task)),
         finished_at: Utc::now(),
+    }
+}
+
+/// A cost told apart per attempt; the first attempt's fuel is unknown (as for an attempt
+/// stopped at its wall-clock limit), and the numbers go past 32 bits.
+fn cost_of(task: &Task) -> AttemptCost {
+    let n = u64::from(task.attempts);
+    AttemptCost {
+        wall_ms: 10 * n,
+        fuel_used: (n > 1).then_some(5_000_000_000 * n),
+        peak_memory: (64 << 20) * n,
     }
 }
 
@@ -127,6 +139,9 @@ pub async fn a_retry_then_success_keeps_both_attempts_with_their_own_logs(fixtur
     assert_eq!(one.host.as_deref(), Some("me"));
     assert_eq!(one.plugin_version.as_deref(), Some("v1"));
     assert_eq!(two.plugin_version.as_deref(), Some("v2"));
+    assert_eq!(one.cost, Some(cost_of(&first)), "the cost is kept");
+    assert_eq!(one.cost.unwrap().fuel_used, None);
+    assert_eq!(two.cost, Some(cost_of(&second)));
     assert_eq!(
         ms(one.started_at),
         ms(first.attempted_at),
@@ -216,6 +231,7 @@ pub async fn a_rescue_records_the_attempt_of_the_host_that_died(fixture: &Fixtur
     assert_eq!((rescued.attempt, rescued.outcome), (1, Outcome::Rescued));
     assert_eq!(rescued.host.as_deref(), Some("me"));
     assert_eq!(rescued.error.as_deref(), Some(LEASE_EXPIRED));
+    assert_eq!(rescued.cost, None, "a rescued attempt has no measured cost");
     assert_eq!(ms(rescued.started_at), ms(first.attempted_at));
     assert!((before..=after).contains(&rescued.finished_at.timestamp_millis()));
     assert_eq!(
@@ -261,6 +277,7 @@ pub async fn a_cancel_records_the_running_attempt_and_its_outcome_is_discarded(f
     assert_eq!(records[0].host.as_deref(), Some("me"));
     assert_eq!(ms(records[0].started_at), ms(running.attempted_at));
     assert_eq!(records[0].log, None);
+    assert_eq!(records[0].cost, None);
 
     // A pending task has no running attempt: its cancel records nothing.
     let pending = enqueue(fixture, 3).await;

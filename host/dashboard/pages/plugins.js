@@ -4,16 +4,15 @@
 // memory), promote and rollback, and the deployment history.
 
 import * as api from '../api.js';
-import { h, add, fill, errorBox, relative, shortVersion, table, time } from '../dom.js';
+import { h, add, bytes, fill, errorBox, fuel, relative, shortVersion, table, time } from '../dom.js';
 
 /** A build's figures in one line: attempts, failure share, p50, fuel, memory. */
 function figures(f) {
   if (!f || !f.attempts) return h('span', { class: 'muted' }, 'no attempts yet');
   const failed = ((100 * f.failures) / f.attempts).toFixed(1);
-  const mib = (f.peak_memory / (1 << 20)).toFixed(1);
   return h('span', {},
     `${f.attempts} attempts, ${failed} % failed, p50 ${f.p50_ms ?? '—'} ms, p95 ${f.p95_ms ?? '—'} ms, `
-    + `fuel ${f.mean_fuel ?? '—'}, peak memory ${mib} MiB`);
+    + `fuel ${fuel(f.mean_fuel)}, peak memory ${bytes(f.peak_memory)}`);
 }
 
 export default {

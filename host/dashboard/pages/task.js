@@ -1,8 +1,8 @@
-// One task: its state, payload, every attempt, log, progress, result or last error, and when
-// it is expected to be done; retry and cancel.
+// One task: its state, payload, every attempt (with what it cost: time, fuel, peak memory),
+// log, progress, result or last error, and when it is expected to be done; retry and cancel.
 
 import * as api from '../api.js';
-import { h, add, fill, duration, errorBox, json, relative, shortVersion, status, table, time } from '../dom.js';
+import { h, add, bytes, fill, duration, errorBox, fuel, json, relative, shortVersion, status, table, time } from '../dom.js';
 
 export default {
   title: 'Task',
@@ -67,10 +67,14 @@ export default {
           t.log ? h('pre', { class: 'log', id: 'task-log' }, t.log) : h('p', { class: 'muted', id: 'task-log-empty' }, 'No log lines.')),
         h('section', { class: 'panel', id: 'task-attempts' }, h('h2', {}, 'Attempts'),
           Array.isArray(t.history)
-            ? table(['#', 'Host', 'Plugin', 'Started', 'Ended', 'Took', 'Outcome', 'Error', 'Log'], t.history, (a) => [
+            ? table(['#', 'Host', 'Plugin', 'Started', 'Ended', 'Took', 'Fuel', 'Memory', 'Outcome', 'Error', 'Log'], t.history, (a) => [
               a.attempt, a.host ?? '—', h('code', { title: a.plugin_version ?? '' }, shortVersion(a.plugin_version)),
               time(a.started_at), time(a.finished_at),
-              a.started_at ? duration(Date.parse(a.finished_at) - Date.parse(a.started_at)) : '—',
+              // The handler's own time where measured, else from the claim to the record.
+              a.cost ? duration(a.cost.wall_ms)
+                : a.started_at ? duration(Date.parse(a.finished_at) - Date.parse(a.started_at)) : '—',
+              h('span', { class: 'attempt-fuel' }, fuel(a.cost?.fuel_used)),
+              h('span', { class: 'attempt-memory' }, bytes(a.cost?.peak_memory)),
               status(a.outcome),
               a.error ? h('span', { class: 'error-text' }, a.error) : '—',
               a.log ? h('details', {}, h('summary', {}, 'log'), h('pre', { class: 'log' }, a.log)) : '—',

@@ -1,8 +1,16 @@
-// Task types: counts per state, mean attempt time, plugin version and load state, policy, and
-// whether the type is paused (with pause and resume).
+// Task types: counts per state, what the loaded build's attempts cost on this host (p50 time,
+// mean fuel, peak memory), plugin version and load state, policy, and whether the type is
+// paused (with pause and resume).
 
 import * as api from '../api.js';
-import { h, add, fill, duration, errorBox, relative, shortVersion, table, taskLink, time, unavailable } from '../dom.js';
+import { h, add, bytes, fill, duration, errorBox, fuel, relative, shortVersion, table, taskLink, time, unavailable } from '../dom.js';
+
+/** What the loaded build's attempts cost on this host: p50 and p95 time, mean fuel, peak memory. */
+function costCell(cost) {
+  if (!cost || !cost.attempts) return h('span', { class: 'muted' }, '—');
+  return h('span', { class: 'type-cost', title: `${cost.attempts} attempts on this host, ${cost.failures} failed` },
+    `p50 ${duration(cost.p50_ms)}, p95 ${duration(cost.p95_ms)} · fuel ${fuel(cost.mean_fuel)} · ${bytes(cost.peak_memory)}`);
+}
 
 export default {
   title: 'Task types',
@@ -50,7 +58,7 @@ export default {
         const answer = await api.get('/types');
         const types = answer.types ?? answer;
         fill(body, table(
-          ['Type', 'Pending', 'Running', 'Done', 'Failed', 'Cancelled', 'Mean attempt', 'Plugin', 'Policy', 'State', ''],
+          ['Type', 'Pending', 'Running', 'Done', 'Failed', 'Cancelled', 'Mean attempt', 'Cost here', 'Plugin', 'Policy', 'State', ''],
           types,
           (t) => {
             const counts = t.counts ?? t;
@@ -60,6 +68,7 @@ export default {
               h('strong', {}, t.task_type ?? t.name),
               counts.pending ?? 0, counts.running ?? 0, counts.done ?? 0, counts.failed ?? 0, counts.cancelled ?? 0,
               duration(t.mean_attempt_ms),
+              costCell(t.cost),
               pluginCell(t.plugin ?? t),
               policyText(t.policy ?? t.plugin?.policy),
               paused ? h('span', { class: 'status status-paused', title: `since ${time(t.paused_at)}` }, 'paused') : h('span', { class: 'status status-active' }, 'active'),

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
 
+use super::deploy::FiguresView;
 use super::error::{ApiError, ErrorBody};
 use super::plugins::PolicyView;
 use super::{ApiJson, ApiPath, AppState};
@@ -117,6 +118,11 @@ pub struct TypeView {
     /// This host's moving average of the type's attempt times, in milliseconds; absent until
     /// an attempt finished here.
     pub mean_attempt_ms: Option<u64>,
+    /// What the attempts of the loaded build cost on this host since it started: attempts,
+    /// failures, p50/p95 time, mean fuel, peak memory (absent before its first attempt here).
+    /// `GET /plugins/{name}/versions` has a deployed build's figures over every host.
+    #[serde(default)]
+    pub cost: Option<FiguresView>,
 }
 
 /// Every task type the database has tasks of, this host has a plugin for (or failed to load),
@@ -326,6 +332,9 @@ pub async fn list_types(State(state): State<Arc<AppState>>) -> Result<Json<Types
                     .estimates
                     .mean_attempt(name)
                     .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                cost: plugin
+                    .and_then(|p| state.tallies.on_this_host(name, &p.version))
+                    .map(|tally| FiguresView::from(&tally)),
             }
         })
         .collect();

@@ -70,6 +70,8 @@ pub struct AppState {
     pub failures: Arc<crate::worker::supervisor::ServiceFailures>,
     /// Attempt times and the due backlog, for estimated completion times.
     pub estimates: Arc<crate::worker::run::estimates::Estimates>,
+    /// This host's counts of how each build did (`GET /types`).
+    pub tallies: Arc<crate::worker::run::tallies::BuildTallies>,
     /// Tasks just committed here, for requests waiting on a task (`GET /tasks/{id}?wait=`).
     pub finished: Arc<crate::worker::run::finished::Finished>,
     /// Ends waiting requests when the host stops.

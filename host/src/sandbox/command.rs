@@ -17,7 +17,7 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 
 use super::guest_error::{self, LastWords};
-use super::limits::AttemptLimiter;
+use super::limits::{AttemptLimiter, Meter};
 use super::output::TaskLog;
 use super::{CompileError, HostState, RunLimits, apply_limits, describe_error, granted_wasi};
 use crate::task::AttemptOutcome;
@@ -109,6 +109,7 @@ pub async fn run_command(
     stdout: &TaskLog,
     stderr: &TaskLog,
     limits: &RunLimits,
+    meter: &Meter,
 ) -> AttemptOutcome {
     let command = match pre.instantiate_async(&mut store).await {
         Ok(command) => command,
@@ -119,6 +120,7 @@ pub async fn run_command(
         Ok(Err(())) => Err(wasmtime::Error::new(I32Exit(1))),
         Err(error) => Err(error),
     };
+    meter.read(&store, &store.data().limits, limits.fuel);
     exit_outcome(status, stdout, stderr, limits)
 }
 
@@ -129,6 +131,7 @@ pub async fn run_preview1(
     payload: &str,
     stderr: &TaskLog,
     limits: &RunLimits,
+    meter: &Meter,
 ) -> AttemptOutcome {
     let stdout = TaskLog::new(limits.max_result_bytes + 1);
     let wasi = match granted_wasi(limits, stderr) {
@@ -161,6 +164,7 @@ pub async fn run_preview1(
         }
     };
     let status = start.call_async(&mut store, ()).await;
+    meter.read(&store, &store.data().limits, limits.fuel);
     exit_outcome(status, &stdout, stderr, limits)
 }
 

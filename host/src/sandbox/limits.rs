@@ -14,7 +14,9 @@
 //! at most that many attempts, so the instances of one task type can never exhaust the pool
 //! and leave another type's attempts unable to start.
 
-use wasmtime::ResourceLimiter;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use wasmtime::{ResourceLimiter, Store};
 
 /// Core instances one attempt may create (a component instantiates one per core module).
 pub const MAX_INSTANCES: usize = 64;
@@ -33,6 +35,48 @@ pub const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
 pub struct MemoryLimit {
     pub wanted: usize,
     pub budget: usize,
+}
+
+/// What an attempt used, read from its store once the guest stopped (returned, trapped or ran
+/// out of fuel). An attempt stopped at its wall-clock limit is dropped mid-call and reads as
+/// unknown: its fuel is `None`, its peak memory 0.
+#[derive(Debug)]
+pub struct Meter {
+    /// `u64::MAX` until read.
+    fuel_used: AtomicU64,
+    peak_memory: AtomicU64,
+}
+
+impl Default for Meter {
+    fn default() -> Self {
+        Meter {
+            fuel_used: AtomicU64::new(u64::MAX),
+            peak_memory: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Meter {
+    /// Reads the fuel left of `budget` and the memory `limiter` counted. Memories and tables
+    /// only grow, so what they hold when the guest stops is its peak.
+    pub fn read<T>(&self, store: &Store<T>, limiter: &AttemptLimiter, budget: u64) {
+        if let Ok(left) = store.get_fuel() {
+            self.fuel_used
+                .store(budget.saturating_sub(left), Ordering::Relaxed);
+        }
+        self.peak_memory
+            .store(limiter.used() as u64, Ordering::Relaxed);
+    }
+
+    /// The fuel used, if it was read.
+    pub fn fuel_used(&self) -> Option<u64> {
+        Some(self.fuel_used.load(Ordering::Relaxed)).filter(|fuel| *fuel != u64::MAX)
+    }
+
+    /// The peak memory in bytes (0 if it was not read).
+    pub fn peak_memory(&self) -> u64 {
+        self.peak_memory.load(Ordering::Relaxed)
+    }
 }
 
 /// Counts an attempt's memories and tables against one budget.

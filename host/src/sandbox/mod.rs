@@ -56,7 +56,7 @@ use crate::task::AttemptOutcome;
 pub use cache::{ArtifactCache, CacheKey, CacheUse};
 use capabilities::Capabilities;
 pub use host_api::{FollowUp, ServiceError, TaskServices};
-use limits::{AttemptLimiter, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES, MemoryLimit};
+use limits::{AttemptLimiter, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES, MemoryLimit, Meter};
 use output::TaskLog;
 use text::{GuestText, MAX_MESSAGE_BYTES, clean_reason};
 
@@ -145,11 +145,11 @@ pub struct TaskInfo {
 pub struct Attempt {
     pub outcome: AttemptOutcome,
     pub log: String,
-    /// Fuel the attempt consumed, for handlers of the Spool world that ran to an end (not
-    /// known for WASI programs, nor when the attempt timed out).
+    /// Fuel the attempt consumed (not known when the attempt ran past its wall-clock limit;
+    /// see [`limits::Meter`]).
     pub fuel_used: Option<u64>,
-    /// The most memory the attempt held at once (all its linear memories and tables), for
-    /// handlers of the Spool world that ran to an end (0 where not known).
+    /// The most memory the attempt held at once, all its linear memories and tables (0 when
+    /// the attempt ran past its wall-clock limit).
     pub peak_memory: u64,
 }
 
@@ -406,8 +406,7 @@ impl Sandbox {
         services: Arc<dyn TaskServices>,
     ) -> Attempt {
         let log = TaskLog::new(limits.log_bytes);
-        let fuel_used = std::sync::atomic::AtomicU64::new(u64::MAX);
-        let peak_memory = std::sync::atomic::AtomicU64::new(0);
+        let meter = Meter::default();
         let call = async {
             match &handler.kind {
                 HandlerKind::World(pre, handle) => {
@@ -415,17 +414,7 @@ impl Sandbox {
                         Ok(mut store) => {
                             let outcome =
                                 call_handler(pre, handle, &mut store, task, payload, limits).await;
-                            if let Ok(left) = store.get_fuel() {
-                                fuel_used.store(
-                                    limits.fuel.saturating_sub(left),
-                                    std::sync::atomic::Ordering::Relaxed,
-                                );
-                            }
-                            // Memories and tables only grow, so what they hold now is the peak.
-                            peak_memory.store(
-                                store.data().limits.used() as u64,
-                                std::sync::atomic::Ordering::Relaxed,
-                            );
+                            meter.read(&store, &store.data().limits, limits.fuel);
                             outcome
                         }
                         Err(error) => {
@@ -437,14 +426,16 @@ impl Sandbox {
                     let stdout = TaskLog::new(limits.max_result_bytes + 1);
                     match self.build_store(&task, limits, services, &log, Some((payload, &stdout)))
                     {
-                        Ok(store) => command::run_command(pre, store, &stdout, &log, limits).await,
+                        Ok(store) => {
+                            command::run_command(pre, store, &stdout, &log, limits, &meter).await
+                        }
                         Err(error) => {
                             AttemptOutcome::Crashed(format!("sandbox setup failed: {error:#}"))
                         }
                     }
                 }
                 HandlerKind::Preview1(pre) => {
-                    command::run_preview1(&self.engine, pre, payload, &log, limits).await
+                    command::run_preview1(&self.engine, pre, payload, &log, limits, &meter).await
                 }
             }
         };
@@ -463,13 +454,11 @@ impl Sandbox {
             AttemptOutcome::Fail(message) => AttemptOutcome::Fail(clean_reason(&message)),
             other => other,
         };
-        let fuel_used = Some(fuel_used.load(std::sync::atomic::Ordering::Relaxed))
-            .filter(|fuel| *fuel != u64::MAX);
         Attempt {
             outcome,
             log,
-            fuel_used,
-            peak_memory: peak_memory.load(std::sync::atomic::Ordering::Relaxed),
+            fuel_used: meter.fuel_used(),
+            peak_memory: meter.peak_memory(),
         }
     }
 

@@ -68,6 +68,7 @@ pub fn done(task: &Task, result: &str, error: Option<&str>, log: &str) -> Comple
         outcome: Outcome::Done,
         plugin_version: Some("v1".into()),
         log: Some(log.into()),
+        cost: None,
         finished_at: Utc::now(),
     }
 }

@@ -36,6 +36,7 @@ use utoipa::ToSchema;
 
 use super::StoreError;
 use super::sql::{Arg, Cells, Portable, Via};
+pub use crate::task::AttemptCost;
 use crate::task::{AttemptOutcome, TaskId};
 
 /// Attempts kept in full besides the first: the latest this many.
@@ -161,6 +162,9 @@ pub struct AttemptRecord {
     pub error: Option<String>,
     /// What it printed (stdout, stderr, log calls), bounded.
     pub log: Option<String>,
+    /// What it cost, for an attempt that ended with a result of its own.
+    #[serde(default)]
+    pub cost: Option<AttemptCost>,
 }
 
 /// Reading the attempt history. The writes belong to the operations that end attempts
@@ -183,7 +187,8 @@ pub fn trim_up_to(attempt: u32) -> Option<u32> {
 impl<S: Portable> AttemptHistory for S {
     async fn attempt_history(&self, id: TaskId) -> Result<Vec<AttemptRecord>, StoreError> {
         let mut statement = self.statement(
-            "SELECT attempt, host, plugin_version, started_at, finished_at, outcome, error, log \
+            "SELECT attempt, host, plugin_version, started_at, finished_at, outcome, error, log, \
+                    wall_ms, fuel_used, peak_memory \
              FROM async_task_attempt WHERE task_id = ? ORDER BY attempt",
         );
         statement.bind(Arg::Int(id));
@@ -210,7 +215,35 @@ fn record_from_row(task: TaskId, row: &impl Cells) -> Result<AttemptRecord, Stor
             .ok_or_else(|| corrupt(format!("unknown attempt outcome code {outcome}")))?,
         error: row.opt_text(6)?,
         log: row.opt_text(7)?,
+        cost: row
+            .opt_int(8)?
+            .map(|wall_ms| {
+                Ok::<_, StoreError>(AttemptCost {
+                    wall_ms: unsigned(wall_ms),
+                    fuel_used: row.opt_int(9)?.map(unsigned),
+                    peak_memory: row.opt_int(10)?.map_or(0, unsigned),
+                })
+            })
+            .transpose()?,
     })
+}
+
+/// A stored count read back (a negative one, which no write stores, as 0).
+fn unsigned(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+/// How a cost is stored: wall time, fuel and peak memory columns, all empty without a cost.
+pub fn cost_columns(cost: Option<&AttemptCost>) -> (Option<i64>, Option<i64>, Option<i64>) {
+    let signed = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    match cost {
+        Some(c) => (
+            Some(signed(c.wall_ms)),
+            c.fuel_used.map(signed),
+            Some(signed(c.peak_memory)),
+        ),
+        None => (None, None, None),
+    }
 }
 
 #[cfg(test)]

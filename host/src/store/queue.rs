@@ -77,6 +77,8 @@ pub struct Completion {
     pub plugin_version: Option<String>,
     /// What the attempt printed (bounded by the sandbox).
     pub log: Option<String>,
+    /// What the attempt cost, for its record in the attempt history.
+    pub cost: Option<history::AttemptCost>,
     pub finished_at: DateTime<Utc>,
 }
 

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::stamp;
 use crate::api::deploy::{DeployedView, DeploymentView, VersionsView};
-use spool_rules::size::show_size;
+use spool_rules::size::show_measured_size;
 
 /// What serves a type, in one line.
 fn serving(deployment: &DeploymentView) -> String {
@@ -82,7 +82,7 @@ pub fn versions_table(view: &VersionsView) -> String {
             figures
                 .and_then(|f| f.mean_fuel)
                 .map_or("-".to_string(), |fuel| fuel.to_string()),
-            figures.map_or("-".to_string(), |f| show_size(f.peak_memory as usize)),
+            figures.map_or("-".to_string(), |f| show_measured_size(f.peak_memory)),
         );
     }
     let _ = writeln!(out, "\nhistory (newest first):");

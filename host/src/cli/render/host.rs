@@ -10,19 +10,32 @@ use crate::alerts::DrillReport;
 use crate::api::control::TypesView;
 use crate::api::plugins::{PluginView, PluginsView, UnloadedView};
 use crate::api::schedules::SchedulesView;
+use spool_rules::size::show_measured_size;
 
-/// `spool types`: one line per task type, its counts, plugin and pause.
+/// `spool types`: one line per task type, its counts, plugin, what the plugin's attempts cost
+/// on this host (p50 time, mean fuel, peak memory) and its pause.
 pub fn types_table(view: &TypesView) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<16} {:>8} {:>8} {:>8} {:>8} {:>9}  {:<8} {:<12} {:>9}",
-        "TYPE", "PENDING", "RUNNING", "DONE", "FAILED", "CANCELLED", "PLUGIN", "VERSION", "MEAN MS"
+        "{:<16} {:>8} {:>8} {:>8} {:>8} {:>9}  {:<8} {:<12} {:>9} {:>11} {:>9}",
+        "TYPE",
+        "PENDING",
+        "RUNNING",
+        "DONE",
+        "FAILED",
+        "CANCELLED",
+        "PLUGIN",
+        "VERSION",
+        "P50 MS",
+        "MEAN FUEL",
+        "MEMORY"
     );
     for t in &view.types {
         let counts = &t.counts;
+        let cost = t.cost.as_ref();
         let mut line = format!(
-            "{:<16} {:>8} {:>8} {:>8} {:>8} {:>9}  {:<8} {:<12} {:>9}",
+            "{:<16} {:>8} {:>8} {:>8} {:>8} {:>9}  {:<8} {:<12} {:>9} {:>11} {:>9}",
             t.task_type,
             counts.pending,
             counts.running,
@@ -36,8 +49,12 @@ pub fn types_table(view: &TypesView) -> String {
                 .chars()
                 .take(12)
                 .collect::<String>(),
-            t.mean_attempt_ms
+            cost.and_then(|c| c.p50_ms)
                 .map_or("-".to_string(), |ms| ms.to_string()),
+            cost.and_then(|c| c.mean_fuel)
+                .map_or("-".to_string(), |fuel| fuel.to_string()),
+            cost.filter(|c| c.peak_memory > 0)
+                .map_or("-".to_string(), |c| show_measured_size(c.peak_memory)),
         );
         if t.paused {
             let at = t.paused_at.as_ref().map_or("?".to_string(), stamp);
@@ -287,6 +304,14 @@ mod tests {
             "paused": true, "paused_at": "2026-01-02T03:04:05Z", "load_state": "loaded",
             "version": "0123456789abcdef", "loaded_at": "2026-01-01T00:00:00Z",
             "load_error": null, "policy": null, "mean_attempt_ms": null,
+        }, {
+            "task_type": "mail",
+            "counts": {"pending": 0, "running": 0, "done": 7, "failed": 0, "cancelled": 0},
+            "paused": false, "paused_at": null, "load_state": "loaded",
+            "version": "fedcba9876543210", "loaded_at": "2026-01-01T00:00:00Z",
+            "load_error": null, "policy": null, "mean_attempt_ms": 40,
+            "cost": {"attempts": 7, "failures": 0, "p50_ms": 38, "p95_ms": 90,
+                     "mean_fuel": 250000, "peak_memory": 3145728},
         }]}))
         .unwrap();
         let text = types_table(&view);
@@ -294,8 +319,9 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "TYPE              PENDING  RUNNING     DONE   FAILED CANCELLED  PLUGIN   VERSION        MEAN MS",
-                "resize                  3        1       40        2         0  loaded   0123456789ab         -  PAUSED since 2026-01-02T03:04:05Z",
+                "TYPE              PENDING  RUNNING     DONE   FAILED CANCELLED  PLUGIN   VERSION         P50 MS   MEAN FUEL    MEMORY",
+                "resize                  3        1       40        2         0  loaded   0123456789ab         -           -         -  PAUSED since 2026-01-02T03:04:05Z",
+                "mail                    0        0        7        0         0  loaded   fedcba987654        38      250000    3.0MiB",
             ]
         );
     }

@@ -79,6 +79,7 @@ mod tests {
             "attempt": 1, "host": "web-1", "plugin_version": "abc",
             "started_at": "2026-01-02T03:04:05Z", "finished_at": "2026-01-02T03:04:06Z",
             "outcome": "crashed", "error": "trap", "log": "",
+            "cost": {"wall_ms": 3, "fuel_used": null, "peak_memory": 65536},
         }]);
         round_trips::<TaskDetail>(detail);
     }

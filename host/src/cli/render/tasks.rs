@@ -10,6 +10,7 @@ use crate::api::tasks::{TaskDetail, TaskPage};
 use crate::cli::args::TasksArgs;
 use crate::store::history::AttemptRecord;
 use crate::task::Status;
+use spool_rules::size::show_measured_size;
 
 /// Prints a task from `GET /tasks/{id}`: its fields as JSON on stdout (as every command prints
 /// a task), then its attempt history as a short table on stderr, so scripts reading stdout
@@ -21,8 +22,9 @@ pub fn print_task(detail: &TaskDetail) -> Result<()> {
 }
 
 /// The attempt history as a table: one line per kept attempt (number, outcome, host, plugin
-/// build, start, duration, and the first line of its error), and a note when early attempts
-/// were not kept.
+/// build, start, duration, fuel, peak memory and the first line of its error), and a note when
+/// early attempts were not kept. The duration is the handler's own time where it was measured,
+/// else from the claim to the record.
 pub fn history_table(history: &[AttemptRecord]) -> String {
     let mut out = String::new();
     if history.is_empty() {
@@ -30,8 +32,8 @@ pub fn history_table(history: &[AttemptRecord]) -> String {
     }
     let _ = writeln!(
         out,
-        "{:>7}  {:<9}  {:<20}  {:<12}  {:<24}  {:>9}  ERROR",
-        "ATTEMPT", "OUTCOME", "HOST", "PLUGIN", "STARTED", "TOOK"
+        "{:>7}  {:<9}  {:<20}  {:<12}  {:<24}  {:>9}  {:>11}  {:>9}  ERROR",
+        "ATTEMPT", "OUTCOME", "HOST", "PLUGIN", "STARTED", "TOOK", "FUEL", "MEMORY"
     );
     let short = |text: &str, n: usize| -> String { text.chars().take(n).collect() };
     let mut previous = 0;
@@ -47,10 +49,21 @@ pub fn history_table(history: &[AttemptRecord]) -> String {
             );
         }
         previous = number;
-        let took = match attempt.started_at {
-            Some(start) => format_took(attempt.finished_at - start),
-            None => String::new(),
+        let took = match (attempt.cost, attempt.started_at) {
+            (Some(cost), _) => format_took(chrono::Duration::milliseconds(
+                i64::try_from(cost.wall_ms).unwrap_or(i64::MAX),
+            )),
+            (None, Some(start)) => format_took(attempt.finished_at - start),
+            (None, None) => String::new(),
         };
+        let fuel = attempt
+            .cost
+            .and_then(|c| c.fuel_used)
+            .map_or(String::new(), |f| f.to_string());
+        let memory = attempt
+            .cost
+            .filter(|c| c.peak_memory > 0)
+            .map_or(String::new(), |c| show_measured_size(c.peak_memory));
         let error: String = attempt
             .error
             .as_deref()
@@ -63,7 +76,7 @@ pub fn history_table(history: &[AttemptRecord]) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "{:>7}  {:<9}  {:<20}  {:<12}  {:<24}  {:>9}  {}",
+            "{:>7}  {:<9}  {:<20}  {:<12}  {:<24}  {:>9}  {:>11}  {:>9}  {}",
             number,
             short(attempt.outcome.as_str(), 9),
             short(attempt.host.as_deref().unwrap_or(""), 20),
@@ -73,6 +86,8 @@ pub fn history_table(history: &[AttemptRecord]) -> String {
                 24
             ),
             took,
+            fuel,
+            memory,
             error
         );
     }
@@ -239,7 +254,8 @@ mod tests {
         let history: Vec<AttemptRecord> = serde_json::from_value(json!([
             {"attempt": 1, "host": "web-1", "plugin_version": "0123456789abcdef",
              "started_at": "2026-01-02T03:04:05Z", "finished_at": "2026-01-02T03:04:05.850Z",
-             "outcome": "retry", "error": "busy\nmore", "log": null},
+             "outcome": "retry", "error": "busy\nmore", "log": null,
+             "cost": {"wall_ms": 812, "fuel_used": 1234567, "peak_memory": 2097152}},
             {"attempt": 4, "host": null, "plugin_version": null, "started_at": null,
              "finished_at": "2026-01-02T03:09:10Z", "outcome": "timed_out", "error": null,
              "log": null},
@@ -250,10 +266,10 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "ATTEMPT  OUTCOME    HOST                  PLUGIN        STARTED                        TOOK  ERROR",
-                "      1  retry      web-1                 0123456789ab  2026-01-02T03:04:05Z          850ms  busy",
+                "ATTEMPT  OUTCOME    HOST                  PLUGIN        STARTED                        TOOK         FUEL     MEMORY  ERROR",
+                "      1  retry      web-1                 0123456789ab  2026-01-02T03:04:05Z          812ms      1234567     2.0MiB  busy",
                 "      …  (attempts 2–3 not kept)",
-                "      4  timed_out                                                                           ",
+                "      4  timed_out                                                                                                   ",
             ]
         );
     }

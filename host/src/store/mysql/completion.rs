@@ -94,6 +94,7 @@ impl MySqlStore {
                 outcome: c.outcome,
                 error: c.transition.error.as_deref(),
                 log: c.log.as_deref(),
+                cost: c.cost.as_ref(),
             })
             .collect();
         history::record(&mut tx, &ended, self.statement_bytes).await?;

@@ -17,7 +17,7 @@ use std::sync::LazyLock;
 use super::padded;
 use super::rows::Text;
 use crate::store::StoreError;
-use crate::store::history::{Outcome, trim_up_to};
+use crate::store::history::{AttemptCost, Outcome, cost_columns, trim_up_to};
 use crate::task::TaskId;
 
 /// A running attempt as a locking read found it: task, attempt, host, start.
@@ -57,6 +57,7 @@ pub(super) struct Ended<'a> {
     pub outcome: Outcome,
     pub error: Option<&'a str>,
     pub log: Option<&'a str>,
+    pub cost: Option<&'a AttemptCost>,
 }
 
 impl<'a> Ended<'a> {
@@ -79,6 +80,7 @@ impl<'a> Ended<'a> {
             outcome,
             error,
             log: None,
+            cost: None,
         }
     }
 
@@ -105,9 +107,10 @@ static INSERTS: LazyLock<padded::Texts> = LazyLock::new(|| {
     padded::Texts::new(MOST_PER_INSERT, |n| {
         format!(
             "INSERT INTO async_task_attempt \
-                 (task_id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log) \
+                 (task_id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log, \
+                  wall_ms, fuel_used, peak_memory) \
              VALUES {} ON DUPLICATE KEY UPDATE task_id = async_task_attempt.task_id",
-            vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?)"; n].join(", ")
+            vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"; n].join(", ")
         )
     })
 });
@@ -131,6 +134,7 @@ pub(super) async fn record(
             started_at: None,
             error: None,
             log: None,
+            cost: None,
             ..chunk[0]
         };
         let mut insert = sqlx::query(INSERTS.get(length));
@@ -138,6 +142,7 @@ pub(super) async fn record(
             .iter()
             .chain(std::iter::repeat_n(&padding, length - chunk.len()))
         {
+            let (wall_ms, fuel_used, peak_memory) = cost_columns(e.cost);
             insert = insert
                 .bind(e.task)
                 .bind(e.attempt)
@@ -147,7 +152,10 @@ pub(super) async fn record(
                 .bind(e.finished_at)
                 .bind(e.outcome.code() as i8)
                 .bind(e.error)
-                .bind(e.log);
+                .bind(e.log)
+                .bind(wall_ms)
+                .bind(fuel_used)
+                .bind(peak_memory);
         }
         insert.execute(&mut *conn).await?;
     }

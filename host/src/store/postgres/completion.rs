@@ -12,28 +12,31 @@
 
 use super::PgStore;
 use super::rows::{column, millis, status_code, storable};
-use crate::store::history::KEPT_ATTEMPTS;
+use crate::store::history::{KEPT_ATTEMPTS, cost_columns};
 use crate::store::queue::{completion_assignments, completion_fence};
 use crate::store::{Completion, StoreError};
 
 /// Parameters: one array per field, `c(...)` below; `$14` is
-/// [`crate::store::history::KEPT_ATTEMPTS`].
+/// [`crate::store::history::KEPT_ATTEMPTS`]; `$15` to `$17` the attempts' costs.
 const COMPLETE: &str = concat!(
     "WITH done AS ( \
      UPDATE async_task SET ",
     completion_assignments!(),
     " FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::smallint[], $5::bigint[], $6::bigint[], \
                  $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], \
-                 $13::smallint[]) \
+                 $13::smallint[], $15::bigint[], $16::bigint[], $17::bigint[]) \
           AS c(id, owner, attempt, status, retry_count, next_run_at, result, error, plugin_version, \
-               log, finished_at, now, outcome) \
+               log, finished_at, now, outcome, wall_ms, fuel_used, peak_memory) \
      WHERE ",
     completion_fence!(),
     " RETURNING async_task.id, async_task.attempts AS attempt, c.owner AS host, c.plugin_version, \
-               async_task.attempted_at AS started_at, c.now AS finished_at, c.outcome, c.error, c.log), \
+               async_task.attempted_at AS started_at, c.now AS finished_at, c.outcome, c.error, c.log, \
+               c.wall_ms, c.fuel_used, c.peak_memory), \
  recorded AS (INSERT INTO async_task_attempt \
-         (task_id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log) \
-     SELECT id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log FROM done \
+         (task_id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log, \
+          wall_ms, fuel_used, peak_memory) \
+     SELECT id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log, \
+            wall_ms, fuel_used, peak_memory FROM done \
      ON CONFLICT DO NOTHING), \
  trimmed AS (DELETE FROM async_task_attempt AS a USING done \
      WHERE done.attempt > $14 + 1 AND a.task_id = done.id AND a.attempt BETWEEN 2 AND done.attempt - $14) \
@@ -68,6 +71,9 @@ impl PgStore {
             .bind(column(&batch, |c| millis(c.finished_at)))
             .bind(column(&batch, |c| c.outcome.code() as i16))
             .bind(i64::from(KEPT_ATTEMPTS))
+            .bind(column(&batch, |c| cost_columns(c.cost.as_ref()).0))
+            .bind(column(&batch, |c| cost_columns(c.cost.as_ref()).1))
+            .bind(column(&batch, |c| cost_columns(c.cost.as_ref()).2))
             .fetch_one(&self.pool)
             .await?;
         Ok(changed as u64)

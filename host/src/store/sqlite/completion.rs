@@ -5,9 +5,9 @@
 use serde_json::json;
 
 use super::SqliteStore;
-use super::history::{COLUMNS as HISTORY_COLUMNS, TRIM as HISTORY_TRIM};
+use super::history::{COLUMNS_WITH_COST as HISTORY_COLUMNS, TRIM as HISTORY_TRIM};
 use crate::store::encoding::{millis, status_code};
-use crate::store::history::trim_up_to;
+use crate::store::history::{cost_columns, trim_up_to};
 use crate::store::queue::{completion_assignments, completion_fence};
 use crate::store::{Completion, StoreError};
 use rusqlite::{Connection, params};
@@ -37,11 +37,13 @@ static RECORD_COMPLETIONS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH batch AS MATERIALIZED (SELECT jsonb(value) AS v FROM json_each(?1)) \
          {HISTORY_COLUMNS} \
-         SELECT t.id, t.attempts, c.owner, c.plugin_version, t.attempted_at, c.now, c.outcome, c.error, c.log \
+         SELECT t.id, t.attempts, c.owner, c.plugin_version, t.attempted_at, c.now, c.outcome, c.error, c.log, \
+                c.wall_ms, c.fuel_used, c.peak_memory \
          FROM (SELECT v ->> '$.id' AS id, v ->> '$.owner' AS owner, \
                       v ->> '$.attempt' AS attempt, v ->> '$.outcome' AS outcome, \
                       v ->> '$.error' AS error, v ->> '$.plugin_version' AS plugin_version, \
-                      v ->> '$.log' AS log, v ->> '$.now' AS now \
+                      v ->> '$.log' AS log, v ->> '$.now' AS now, v ->> '$.wall_ms' AS wall_ms, \
+                      v ->> '$.fuel_used' AS fuel_used, v ->> '$.peak_memory' AS peak_memory \
                FROM batch) AS c \
          CROSS JOIN async_task AS t NOT INDEXED ON t.id = c.id \
          WHERE t.status = 1 AND t.lease_owner = c.owner AND t.attempts = c.attempt \
@@ -65,11 +67,15 @@ pub(super) fn write(
     let records: Vec<serde_json::Value> = completions
         .iter()
         .map(|c| {
+            let (wall_ms, fuel_used, peak_memory) = cost_columns(c.cost.as_ref());
             json!({
                 "id": c.id,
                 "owner": c.owner,
                 "attempt": c.attempt,
                 "outcome": c.outcome.code(),
+                "wall_ms": wall_ms,
+                "fuel_used": fuel_used,
+                "peak_memory": peak_memory,
                 "error": c.transition.error,
                 "plugin_version": c.plugin_version,
                 "log": c.log,

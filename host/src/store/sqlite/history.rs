@@ -16,9 +16,15 @@ use crate::store::history::{Outcome, trim_up_to};
 use crate::store::{AttemptId, StoreError};
 use crate::task::TaskId;
 
-/// The columns every insert below fills, in this order.
+/// The columns every insert below fills, in this order (the cost columns, which only a
+/// completion fills, stay empty otherwise).
 pub(super) const COLUMNS: &str = "INSERT INTO async_task_attempt \
      (task_id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log) ";
+
+/// [`COLUMNS`] with the cost columns, for completions.
+pub(super) const COLUMNS_WITH_COST: &str = "INSERT INTO async_task_attempt \
+     (task_id, attempt, host, plugin_version, started_at, finished_at, outcome, error, log, \
+      wall_ms, fuel_used, peak_memory) ";
 
 /// Records [`Outcome::Rescued`] for every running task whose lease expired before `now`. Run
 /// before the rescue's update, with the same `now`.

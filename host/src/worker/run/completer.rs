@@ -352,6 +352,7 @@ mod tests {
             outcome: crate::store::history::Outcome::Done,
             plugin_version: None,
             log: None,
+            cost: None,
             finished_at: Utc::now(),
         }
     }

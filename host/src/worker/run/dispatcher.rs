@@ -44,7 +44,7 @@ use crate::plugins::tally::Counted;
 use crate::plugins::{Plugin, Registry};
 use crate::sandbox::{RunLimits, Sandbox, TaskInfo, TaskServices};
 use crate::shutdown::{Shutdown, Stage};
-use crate::store::history::Outcome;
+use crate::store::history::{AttemptCost, Outcome};
 use crate::store::{AttemptId, ClaimRequest, Completion, SharedStore, StoreError};
 use crate::task::{AttemptOutcome, Task, cap_snoozes, decide};
 use crate::worker::RetryPause;
@@ -518,7 +518,13 @@ impl Dispatcher {
                 return;
             }
         };
-        self.estimates.record(&task.task_type, started.elapsed());
+        let ran = started.elapsed();
+        self.estimates.record(&task.task_type, ran);
+        let cost = AttemptCost {
+            wall_ms: u64::try_from(ran.as_millis()).unwrap_or(u64::MAX),
+            fuel_used: attempt.fuel_used,
+            peak_memory: attempt.peak_memory,
+        };
         // A snooze past the type's `max_snoozes` in a row counts as a failed attempt.
         let outcome = match attempt.outcome {
             snooze @ AttemptOutcome::Snooze(_) => {
@@ -538,43 +544,47 @@ impl Dispatcher {
         );
         crate::instruments::attempt_ended(
             &task.task_type,
+            &plugin.version,
             crate::instruments::outcome(transition.status, transition.error.is_some()),
-            started.elapsed(),
-            attempt.fuel_used,
+            &cost,
         );
         tracing::debug!(
             task_id = task.id,
             task_type = %task.task_type,
             attempt = task.attempt(),
             status = %transition.status,
-            elapsed_ms = started.elapsed().as_millis() as u64,
+            elapsed_ms = cost.wall_ms,
             "attempt finished"
         );
         if let Some(error) = &transition.error {
             tracing::info!(task_id = task.id, task_type = %task.task_type, attempt = task.attempt(), next = %transition.status, "attempt failed: {error}");
         }
-        if let Source::Deployment { .. } = plugin.source {
-            // Counted in the trial window the type is in now (0 outside a trial).
-            let window = self
-                .registry
+        // A deployed build is counted in the trial window its type is in now (0 outside a
+        // trial); a folder build has no trial.
+        let deployed = matches!(plugin.source, Source::Deployment { .. });
+        let window = if deployed {
+            self.registry
                 .deployed(&task.task_type)
                 .and_then(|deployed| deployed.canary_since)
-                .map_or(0, |since| since.timestamp_millis());
-            self.tallies.count(
-                &task.task_type,
-                &plugin.version,
-                window,
-                Counted {
-                    failed: matches!(
-                        ended,
-                        Outcome::Retry | Outcome::Fail | Outcome::Crashed | Outcome::TimedOut
-                    ),
-                    wall_ms: started.elapsed().as_millis() as u64,
-                    fuel: attempt.fuel_used,
-                    memory: attempt.peak_memory,
-                },
-            );
-        }
+                .map_or(0, |since| since.timestamp_millis())
+        } else {
+            0
+        };
+        self.tallies.count(
+            &task.task_type,
+            &plugin.version,
+            window,
+            deployed,
+            Counted {
+                failed: matches!(
+                    ended,
+                    Outcome::Retry | Outcome::Fail | Outcome::Crashed | Outcome::TimedOut
+                ),
+                wall_ms: cost.wall_ms,
+                fuel: cost.fuel_used,
+                memory: cost.peak_memory,
+            },
+        );
         let completion = Completion {
             id: task.id,
             owner: self.owner.clone(),
@@ -583,6 +593,7 @@ impl Dispatcher {
             outcome: ended,
             plugin_version: Some(plugin.version.clone()),
             log: (!attempt.log.is_empty()).then_some(attempt.log),
+            cost: Some(cost),
             finished_at: Utc::now(),
         };
         // Off the in-flight list before the completion is queued: shutdown releases only tasks
