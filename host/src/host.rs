@@ -384,6 +384,7 @@ async fn spawn(
         shutdown: shutdown.clone(),
         paused: paused.clone(),
         tallies: tallies.clone(),
+        recorder: Arc::new(crate::worker::run::recorder::Recorder::new(store.clone())),
     };
     let lease_keeper = LeaseKeeper {
         store: store.clone(),

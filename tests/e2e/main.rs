@@ -38,6 +38,7 @@ mod outage;
 mod plugin_files;
 mod plugins;
 mod queue;
+mod replay;
 mod retries;
 mod sandbox_limits;
 mod schedules;

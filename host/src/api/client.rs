@@ -153,6 +153,49 @@ impl Client {
         self.read(self.http.get(url)).await
     }
 
+    /// `GET /tasks/{id}/records`.
+    pub async fn records(&self, id: i64) -> Result<crate::api::records::RecordsView, ClientError> {
+        self.read(self.http.get(self.url(&format!("/tasks/{id}/records"))))
+            .await
+    }
+
+    /// `GET /tasks/{id}/records/{attempt}`.
+    pub async fn record(
+        &self,
+        id: i64,
+        attempt: u32,
+    ) -> Result<crate::sandbox::tape::Recording, ClientError> {
+        self.read(
+            self.http
+                .get(self.url(&format!("/tasks/{id}/records/{attempt}"))),
+        )
+        .await
+    }
+
+    /// `GET /builds/{digest}`: the build's bytes.
+    pub async fn build(&self, digest: &str) -> Result<Vec<u8>, ClientError> {
+        let mut request = self.http.get(self.url(&format!("/builds/{digest}")));
+        if let Some(token) = self.read_token.as_ref().or(self.token.as_ref()) {
+            request = request.bearer_auth(token);
+        }
+        let unreachable = |source| ClientError::Unreachable {
+            url: self.base.clone(),
+            source,
+        };
+        let response = request.send().await.map_err(unreachable)?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response.bytes().await.map_err(unreachable)?.to_vec());
+        }
+        let body: Value = response.json().await.unwrap_or_default();
+        let field = |name: &str| body["error"][name].as_str().unwrap_or_default().to_string();
+        Err(ClientError::Api {
+            status: status.as_u16(),
+            code: field("code"),
+            message: field("message"),
+        })
+    }
+
     /// `POST /tasks`.
     pub async fn enqueue(&self, request: &Value) -> Result<EnqueueResponse, ClientError> {
         self.change(self.http.post(self.url("/tasks")).json(request))

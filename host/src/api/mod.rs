@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod object;
 pub mod paging;
 pub mod plugins;
+pub mod records;
 pub mod reuse;
 pub mod schedules;
 pub mod server;
@@ -162,7 +163,10 @@ fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
         .routes(routes!(metrics::get_metrics))
         .routes(routes!(control::list_types))
         .routes(routes!(alerts::get_alerts))
-        .routes(routes!(deploy::versions));
+        .routes(routes!(deploy::versions))
+        .routes(routes!(records::list_records))
+        .routes(routes!(records::get_record))
+        .routes(routes!(records::get_build));
     let writes = OpenApiRouter::new()
         .routes(routes!(tasks::enqueue))
         .routes(routes!(tasks::enqueue_batch))

@@ -297,3 +297,20 @@ impl ArchiveArgs {
         }
     }
 }
+
+#[derive(Args)]
+pub struct ReplayArgs {
+    /// The task whose attempt to replay
+    pub task: i64,
+    /// The attempt to replay (default: the task's latest recorded attempt)
+    #[arg(long)]
+    pub attempt: Option<u32>,
+    /// Run the recorded inputs against this build instead of the one that ran
+    #[arg(long, value_name = "FILE.wasm")]
+    pub build: Option<std::path::PathBuf>,
+    /// Print every recorded host call before the replay
+    #[arg(long)]
+    pub verbose: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}

@@ -15,10 +15,10 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use args::{
     ArchiveArgs, BuildArgs, BulkArgs, ClientArgs, DeployArgs, EnqueueArgs, IdArgs, NewArgs,
-    PluginsArgs, RollbackArgs, SchedulesArgs, ServeArgs, StatusArgs, TasksArgs, TypeArgs,
-    TypesArgs,
+    PluginsArgs, ReplayArgs, RollbackArgs, SchedulesArgs, ServeArgs, StatusArgs, TasksArgs,
+    TypeArgs, TypesArgs,
 };
-use commands::{deploy, host, info, tasks};
+use commands::{deploy, host, info, replay, tasks};
 
 #[derive(Parser)]
 #[command(
@@ -78,6 +78,8 @@ pub enum Command {
     Undeploy(TypeArgs),
     /// List a deployed type's kept versions and its deployment history.
     Versions(TypeArgs),
+    /// Run a recorded attempt again on this machine: the same build, payload and host-call answers; nothing is sent anywhere.
+    Replay(ReplayArgs),
 }
 
 #[derive(Subcommand)]
@@ -153,6 +155,7 @@ pub fn run(cli: Cli) -> Result<()> {
             Command::Rollback(args) => deploy::rollback(args).await,
             Command::Undeploy(args) => deploy::undeploy(args).await,
             Command::Versions(args) => deploy::versions(args).await,
+            Command::Replay(args) => replay::replay(args).await,
             Command::Plugin(_) => unreachable!("handled before the runtime starts"),
         }
     })

@@ -46,7 +46,9 @@
 //! payload = { full = true }
 //! ```
 //! `max_snoozes` (default 100) caps how many times in a row a task may snooze; the next snooze
-//! counts as a failed attempt.
+//! counts as a failed attempt. `record` ("failed", the default; "all"; "none") says which
+//! attempts keep a record of their inputs for `spool replay`, `record_max` (default 1 MiB, 1 KiB
+//! to 64 MiB) how many bytes of host calls one record keeps.
 //! Every field is optional; an absent one falls back to the host's configured default. Unknown
 //! fields are errors, so a typo cannot silently leave a policy unset. Numbers must lie in the
 //! ranges [`Manifest::parse`] states (for instance `rate` from one start a day to a million a
@@ -68,7 +70,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::policy::{DEFAULT_MAX_SNOOZES, Defaults, MAX_SNOOZES, Policy};
+use super::policy::{
+    DEFAULT_MAX_SNOOZES, DEFAULT_RECORD_MAX, Defaults, MAX_RECORD_MAX, MAX_SNOOZES, Policy,
+    RecordMode,
+};
 use crate::backoff::Backoff;
 use crate::sandbox::capabilities::{
     Capabilities, DEFAULT_ENQUEUE_BYTES, DEFAULT_ENQUEUE_DEPTH, DEFAULT_ENQUEUE_TASKS,
@@ -100,6 +105,10 @@ pub struct Manifest {
     pub http: Option<HttpGrant>,
     pub enqueue: Option<EnqueueSection>,
     pub max_snoozes: Option<u32>,
+    /// Which attempts keep a record for `spool replay`: "failed" (default), "all" or "none".
+    pub record: Option<String>,
+    /// The most bytes of host calls one record keeps (default 1 MiB).
+    pub record_max: Option<ByteSize>,
     pub kv: Option<KvSection>,
     pub effects: Option<EffectsSection>,
     /// Periodic tasks of this type ([`crate::schedule`]).
@@ -237,6 +246,24 @@ impl Manifest {
         {
             return Err(format!("max_snoozes = {max}: use 1 to {MAX_SNOOZES}"));
         }
+        if let Some(record) = manifest
+            .record
+            .as_deref()
+            .filter(|r| RecordMode::parse(r).is_none())
+        {
+            return Err(format!(
+                "record = {record:?}: use \"failed\" (keep a record of attempts that did not succeed), \"all\" or \"none\""
+            ));
+        }
+        if let Some(ByteSize(max)) = manifest
+            .record_max
+            .filter(|m| !(1024..=MAX_RECORD_MAX).contains(&m.0))
+        {
+            return Err(format!(
+                "record_max = {max} bytes: use 1KiB to {}",
+                spool_rules::size::show_size(MAX_RECORD_MAX)
+            ));
+        }
         if let Some(kv) = &manifest.kv
             && let Some(keys) = kv.max_keys.filter(|k| !KV_KEYS.contains(k))
         {
@@ -338,6 +365,12 @@ impl Manifest {
             concurrency: self.concurrency,
             rate: self.rate,
             max_snoozes: self.max_snoozes.unwrap_or(DEFAULT_MAX_SNOOZES),
+            record: self
+                .record
+                .as_deref()
+                .and_then(RecordMode::parse)
+                .unwrap_or_default(),
+            record_max: self.record_max.map_or(DEFAULT_RECORD_MAX, |m| m.0),
             kv_max_keys: self
                 .kv
                 .as_ref()

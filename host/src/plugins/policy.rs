@@ -25,10 +25,43 @@ pub const DEFAULT_MAX_SNOOZES: u32 = 100;
 /// The largest `max_snoozes`.
 pub const MAX_SNOOZES: u32 = 10_000;
 
+/// Default of `record_max`: the most bytes of host calls one attempt's record keeps.
+pub const DEFAULT_RECORD_MAX: usize = 1 << 20;
+/// The largest `record_max`.
+pub const MAX_RECORD_MAX: usize = 64 << 20;
+
+/// Which attempts of a type keep a record of their inputs, for `spool replay`
+/// ([`crate::sandbox::tape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecordMode {
+    /// Only attempts that did not succeed (the default).
+    #[default]
+    Failed,
+    /// Every attempt.
+    All,
+    /// None: the attempt runs without a tape.
+    None,
+}
+
+impl RecordMode {
+    /// The manifest's spelling.
+    pub fn parse(text: &str) -> Option<RecordMode> {
+        match text {
+            "failed" => Some(RecordMode::Failed),
+            "all" => Some(RecordMode::All),
+            "none" => Some(RecordMode::None),
+            _ => None,
+        }
+    }
+}
+
 /// A task type's effective policy: the manifest over the host's defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
     pub max_retry: u32,
+    /// Which attempts keep a record for `spool replay`, and how large one may grow.
+    pub record: RecordMode,
+    pub record_max: usize,
     pub backoff: Backoff,
     pub priority: i32,
     pub fuel: u64,

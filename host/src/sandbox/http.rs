@@ -6,18 +6,27 @@
 use std::future::Future;
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
+use std::sync::Arc;
+
 use super::capabilities::Capabilities;
 use super::output::TaskLog;
+use super::tape::Tape;
 
 /// The per-attempt HTTP policy.
 pub struct AllowList {
     capabilities: Capabilities,
     log: TaskLog,
+    /// A replay's tape: no request leaves the machine.
+    tape: Option<Arc<Tape>>,
 }
 
 impl AllowList {
-    pub fn new(capabilities: Capabilities, log: TaskLog) -> Self {
-        AllowList { capabilities, log }
+    pub fn new(capabilities: Capabilities, log: TaskLog, tape: Option<Arc<Tape>>) -> Self {
+        AllowList {
+            capabilities,
+            log,
+            tape,
+        }
     }
 }
 
@@ -38,6 +47,11 @@ impl WasiHttpHooks for AllowList {
         fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
     ) -> ResponseFuture {
         let uri = request.uri();
+        if let Some(tape) = self.tape.as_ref().filter(|tape| tape.is_replay()) {
+            let problem = tape.http_not_replayed(request.method().as_str(), &uri.to_string());
+            self.log.line(&format!("[spool] {problem}"));
+            return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
+        }
         let host = uri.host().unwrap_or_default().to_string();
         let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });

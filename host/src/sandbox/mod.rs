@@ -41,6 +41,7 @@ mod host_api;
 mod http;
 pub mod limits;
 pub mod output;
+pub mod tape;
 pub mod text;
 
 use std::sync::Arc;
@@ -125,6 +126,9 @@ pub struct RunLimits {
     pub log_bytes: usize,
     /// What the guest may reach.
     pub capabilities: Capabilities,
+    /// Records the attempt's inputs, or answers them from a record ([`tape`]); none: the
+    /// world answers and nothing is kept.
+    pub tape: Option<Arc<tape::Tape>>,
 }
 
 /// What the handler learns about its task.
@@ -471,6 +475,13 @@ impl Sandbox {
         command_io: Option<(&str, &TaskLog)>,
     ) -> wasmtime::Result<Store<HostState>> {
         let mut wasi = granted_wasi(limits, log)?;
+        let services: Arc<dyn TaskServices> = match &limits.tape {
+            Some(tape) => Arc::new(tape::TapedServices {
+                tape: tape.clone(),
+                live: (!tape.is_replay()).then_some(services),
+            }),
+            None => services,
+        };
         if let Some((payload, stdout)) = command_io {
             wasi.stdin(wasmtime_wasi::p2::pipe::MemoryInputPipe::new(
                 payload.to_string(),
@@ -480,7 +491,11 @@ impl Sandbox {
         let state = HostState {
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
-            http_hooks: http::AllowList::new(limits.capabilities.clone(), log.clone()),
+            http_hooks: http::AllowList::new(
+                limits.capabilities.clone(),
+                log.clone(),
+                limits.tape.clone(),
+            ),
             table: ResourceTable::new(),
             limits: AttemptLimiter::new(limits.memory_bytes),
             task: host_api::AttemptContext::new(
@@ -521,6 +536,22 @@ fn granted_wasi(limits: &RunLimits, log: &TaskLog) -> wasmtime::Result<WasiCtxBu
     }
     for (name, value) in &limits.capabilities.env {
         wasi.env(name, value);
+    }
+    if let Some(tape) = &limits.tape {
+        wasi.wall_clock(tape::TapedWallClock(tape.clone()))
+            .monotonic_clock(tape::TapedMonotonicClock {
+                tape: tape.clone(),
+                start: std::time::Instant::now(),
+            })
+            .secure_random(tape::TapedRandom::new(
+                tape.clone(),
+                tape::RandomSource::Secure,
+            ))
+            .insecure_random(tape::TapedRandom::new(
+                tape.clone(),
+                tape::RandomSource::Insecure,
+            ))
+            .insecure_random_seed(tape.insecure_seed());
     }
     Ok(wasi)
 }

@@ -92,8 +92,13 @@ impl ArchiveCounts {
 
 /// Checks that a batch only names final states (a running or pending task is never archived).
 /// The tables whose rows (by `task_id`) a purged task takes with it: its effects, its attempt
-/// history, and its idempotency key, which holds until this purge.
-pub const PURGED_WITH_TASK: [&str; 3] = ["effect_ledger", "async_task_attempt", "async_task_key"];
+/// history and attempt records, and its idempotency key, which holds until this purge.
+pub const PURGED_WITH_TASK: [&str; 4] = [
+    "effect_ledger",
+    "async_task_attempt",
+    "spool_attempt_record",
+    "async_task_key",
+];
 
 fn check_batch(batch: &ArchiveBatch) -> Result<(), StoreError> {
     if let Some(status) = batch.statuses.iter().find(|s| !s.is_final()) {

@@ -595,7 +595,8 @@ impl<S: Portable> Deployments for S {
         for table in ["spool_build", "spool_artifact"] {
             let mut unreferenced = self.statement(&format!(
                 "DELETE FROM {table} WHERE created_at < ? \
-                 AND digest NOT IN (SELECT digest FROM spool_version)"
+                 AND digest NOT IN (SELECT digest FROM spool_version) \
+                 AND digest NOT IN (SELECT build FROM spool_attempt_record)"
             ));
             unreferenced.bind(Arg::Int(grace));
             self.execute(&unreferenced).await?;

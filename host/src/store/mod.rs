@@ -23,6 +23,7 @@ pub mod mysql;
 pub mod postgres;
 pub mod queue;
 pub mod reads;
+pub mod records;
 pub mod rows;
 pub mod services;
 pub mod sql;
@@ -258,6 +259,7 @@ pub trait Store:
     + coordination::Coordination
     + keyed::KeyLookup
     + history::AttemptHistory
+    + records::AttemptRecords
     + alerts::AlertLog
     + deployments::Deployments
     + archive::Archive

@@ -6,9 +6,11 @@
 //! - [`host`]: `serve`, and `archive` against the database.
 //! - [`plugin`]: `spool plugin new` and `spool plugin build`.
 //! - [`deploy`]: `deploy`, `promote`, `rollback`, `undeploy` and `versions`.
+//! - [`replay`]: `spool replay`, a recorded attempt run again on this machine.
 
 pub mod deploy;
 pub mod host;
 pub mod info;
 pub mod plugin;
+pub mod replay;
 pub mod tasks;

@@ -82,6 +82,8 @@ pub struct Dispatcher {
     pub paused: Arc<super::paused::PausedTypes>,
     /// How each deployed build did here, for the canary's verdict.
     pub tallies: Arc<super::tallies::BuildTallies>,
+    /// Keeps attempt records for `spool replay`.
+    pub recorder: Arc<super::recorder::Recorder>,
 }
 
 /// One claim statement to make: task types and how many rows at most.
@@ -495,6 +497,7 @@ impl Dispatcher {
             max_result_bytes: self.max_result_bytes,
             log_bytes: self.log_bytes,
             capabilities: policy.capabilities.clone(),
+            tape: super::recorder::Recorder::tape_for(&plugin),
         };
         let payload = task.payload.to_string();
         let due_for = task.attempted_at.unwrap_or_else(Utc::now) - task.next_run_at;
@@ -502,7 +505,7 @@ impl Dispatcher {
         let started = Instant::now();
         let run = self.sandbox.run(
             &plugin.handler,
-            info,
+            info.clone(),
             &payload,
             &limits,
             self.services.clone(),
@@ -585,6 +588,18 @@ impl Dispatcher {
                 memory: cost.peak_memory,
             },
         );
+        if let Some(tape) = &limits.tape {
+            let ended = super::recorder::Ended {
+                task: &task,
+                info: &info,
+                payload: &payload,
+                outcome: ended,
+                transition: &transition,
+                fuel_used: cost.fuel_used,
+                limits: &limits,
+            };
+            self.recorder.keep(&plugin, tape, ended).await;
+        }
         let completion = Completion {
             id: task.id,
             owner: self.owner.clone(),

@@ -20,5 +20,6 @@ pub mod lease_keeper;
 pub mod paused;
 pub mod rate;
 pub mod ready;
+pub mod recorder;
 pub mod services;
 pub mod tallies;

@@ -1,0 +1,158 @@
+//! Keeping attempt records ([`crate::sandbox::tape`]) for `spool replay`: which attempts keep
+//! one (the type's `record` mode), what a record holds besides the tape's calls (task, payload,
+//! environment, outcome), and the build's bytes, stored once per build in `spool_build` so a
+//! replay can fetch the very build that ran even after the plugin folder moved on.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use crate::plugins::Plugin;
+use crate::plugins::policy::RecordMode;
+use crate::plugins::registry::Source;
+use crate::sandbox::tape::{RECORD_FORMAT, RecordedLimits, RecordedTask, Recording, Tape};
+use crate::sandbox::{RunLimits, TaskInfo};
+use crate::store::SharedStore;
+use crate::store::history::Outcome;
+use crate::task::{Task, Transition};
+
+/// Writes the records of this host's attempts.
+pub struct Recorder {
+    store: SharedStore,
+    /// Folder builds whose bytes this host already stored.
+    stored_builds: Mutex<HashSet<String>>,
+}
+
+/// One finished attempt, as the record needs it.
+pub struct Ended<'a> {
+    pub task: &'a Task,
+    pub info: &'a TaskInfo,
+    pub payload: &'a str,
+    pub outcome: Outcome,
+    pub transition: &'a Transition,
+    pub fuel_used: Option<u64>,
+    pub limits: &'a RunLimits,
+}
+
+impl Recorder {
+    pub fn new(store: SharedStore) -> Self {
+        Recorder {
+            store,
+            stored_builds: Mutex::default(),
+        }
+    }
+
+    /// A tape for the next attempt of `plugin`'s type, if its manifest records any.
+    pub fn tape_for(plugin: &Plugin) -> Option<Arc<Tape>> {
+        (plugin.policy.record != RecordMode::None)
+            .then(|| Tape::recording(plugin.policy.record_max))
+    }
+
+    /// Keeps the record of an attempt that ran with `tape`, if the type's mode keeps it. A
+    /// record the database refuses is logged and dropped: the attempt's outcome goes on.
+    pub async fn keep(&self, plugin: &Plugin, tape: &Tape, ended: Ended<'_>) {
+        let keep = match plugin.policy.record {
+            RecordMode::All => true,
+            RecordMode::Failed => ended.outcome != Outcome::Done,
+            RecordMode::None => false,
+        };
+        if !keep {
+            return;
+        }
+        let (calls, truncated) = tape.calls();
+        let info = ended.info;
+        let recording = Recording {
+            format: RECORD_FORMAT,
+            build: plugin.version.clone(),
+            task: RecordedTask {
+                id: info.id,
+                task_type: info.task_type.clone(),
+                attempt: info.attempt,
+                max_attempts: info.max_attempts,
+                idempotency_key: info.idempotency_key.clone(),
+                depth: info.depth,
+            },
+            payload: ended.payload.to_string(),
+            limits: RecordedLimits {
+                fuel: ended.limits.fuel,
+                timeout_ms: u64::try_from(ended.limits.timeout.as_millis()).unwrap_or(u64::MAX),
+                memory_bytes: ended.limits.memory_bytes,
+                max_result_bytes: ended.limits.max_result_bytes,
+                log_bytes: ended.limits.log_bytes,
+            },
+            env: plugin
+                .policy
+                .capabilities
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            insecure_seed: tape.insecure_seed().to_string(),
+            calls,
+            truncated,
+            outcome: ended.outcome.as_str().to_string(),
+            result: ended.transition.result.clone(),
+            error: ended.transition.error.clone(),
+            fuel_used: ended.fuel_used,
+        };
+        let json = match serde_json::to_string(&recording) {
+            Ok(json) => json,
+            Err(error) => {
+                tracing::warn!(
+                    task_id = info.id,
+                    "cannot encode the attempt record: {error}"
+                );
+                return;
+            }
+        };
+        self.store_build(plugin).await;
+        if let Err(error) = self
+            .store
+            .save_record(
+                ended.task.id,
+                ended.task.attempts,
+                &plugin.version,
+                &json,
+                truncated,
+            )
+            .await
+        {
+            tracing::warn!(
+                task_id = info.id,
+                "the attempt record was not kept: {error}"
+            );
+        }
+    }
+
+    /// Stores a folder build's bytes once (a deployed build's are stored already), if the file
+    /// still holds the build that ran.
+    async fn store_build(&self, plugin: &Plugin) {
+        if matches!(plugin.source, Source::Deployment { .. })
+            || self
+                .stored_builds
+                .lock()
+                .expect("recorder lock")
+                .contains(&plugin.version)
+        {
+            return;
+        }
+        let Ok(bytes) = tokio::fs::read(&plugin.path).await else {
+            return;
+        };
+        use sha2::{Digest, Sha256};
+        if hex::encode(Sha256::digest(&bytes)) != plugin.version {
+            return;
+        }
+        match self.store.store_build(&plugin.version, &bytes).await {
+            Ok(()) => {
+                self.stored_builds
+                    .lock()
+                    .expect("recorder lock")
+                    .insert(plugin.version.clone());
+            }
+            Err(error) => tracing::warn!(
+                task_type = %plugin.task_type,
+                "the build of a recorded attempt was not stored: {error}"
+            ),
+        }
+    }
+}

@@ -1,0 +1,17 @@
+-- Records of attempts for `spool replay` (host/src/store/records.rs, host/src/sandbox/tape.rs):
+-- every host call of one attempt with the answer the guest got, as JSON, kept for the attempts
+-- the type's manifest asks for (`record`, by default those that did not succeed). build: the
+-- SHA-256 of the build that ran, whose bytes spool_build keeps while a record names it.
+-- Bounded like the attempt history (a task's first and latest 20 attempts), purged with its
+-- task.
+CREATE TABLE spool_attempt_record (
+    task_id     BIGINT NOT NULL,
+    attempt     BIGINT NOT NULL,
+    build       VARCHAR(64) NOT NULL,
+    record      LONGTEXT NOT NULL,
+    bytes       BIGINT NOT NULL,
+    truncated   TINYINT NOT NULL,
+    recorded_at BIGINT NOT NULL,
+    PRIMARY KEY (task_id, attempt)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+CREATE INDEX spool_attempt_record_build ON spool_attempt_record (build);

@@ -1,0 +1,113 @@
+//! `spool replay`: a recorded attempt run again on the test's machine from its record, with the
+//! build fetched through the API (or another one given with `--build`), every host call answered
+//! from the record, nothing written anywhere.
+
+use serde_json::{Value, json};
+use std::time::Duration;
+
+use crate::servers;
+use crate::util::{Host, Workspace, artifact};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn id(task: &Value) -> i64 {
+    task["id"].as_i64().unwrap()
+}
+
+fn replay(host: &Host, args: &[&str]) -> (bool, String) {
+    let mut all = vec!["replay"];
+    all.extend_from_slice(args);
+    host.cli(&all, &[])
+}
+
+#[test]
+fn a_clock_reading_attempt_replays_to_its_recorded_result() {
+    let ws = Workspace::with_plugins(&["clock"]);
+    ws.manifest("clock", "record = \"all\"\n");
+    let host = ws.start(&[]);
+    let task = host.enqueue("clock", json!({}));
+    let done = host.wait_for_status(id(&task), "done", WAIT);
+    let (_, records) = host.get(&format!("/tasks/{}/records", id(&task)));
+    assert_eq!(records["records"][0]["attempt"], 1, "{records:#}");
+    assert_eq!(records["records"][0]["build"], done["plugin_version"]);
+    // Later, on this machine: the clock answers from the record, so the result is the same.
+    std::thread::sleep(Duration::from_millis(1100));
+    for _ in 0..2 {
+        let (ok, output) = replay(&host, &[&id(&task).to_string(), "--verbose"]);
+        assert!(ok, "{output}");
+        let printed = output.lines().find(|l| l.starts_with('{')).unwrap();
+        let replayed: Value = serde_json::from_str(printed).unwrap();
+        assert_eq!(replayed, done["result"], "{output}");
+        assert!(output.contains("reproduced"), "{output}");
+        assert!(
+            output.contains("wall clock →"),
+            "the calls are listed: {output}"
+        );
+    }
+}
+
+#[test]
+fn a_failed_attempt_replays_to_its_error_and_a_fixed_build_succeeds() {
+    let ws = Workspace::with_plugins(&["flaky", "noop"]);
+    failed_attempts_replay(&ws.start(&["--backoff-base", "50ms"]));
+}
+
+/// The records and builds are kept on PostgreSQL and MariaDB as on SQLite.
+#[test]
+fn records_are_kept_on_postgres_and_mysql() {
+    for backend in [servers::Backend::Postgres, servers::Backend::MySql] {
+        if servers::url(backend).is_none() {
+            continue;
+        }
+        let ws = Workspace::with_plugins(&["flaky", "noop"])
+            .on_database(servers::fresh_database(backend));
+        failed_attempts_replay(&ws.start(&["--backoff-base", "50ms"]));
+    }
+}
+
+fn failed_attempts_replay(host: &Host) {
+    let task = host.enqueue("flaky", json!({"fail_until_attempt": 1}));
+    host.wait_for_status(id(&task), "done", WAIT);
+    // By default only the attempt that did not succeed keeps a record.
+    let (_, records) = host.get(&format!("/tasks/{}/records", id(&task)));
+    let attempts: Vec<&Value> = records["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["attempt"])
+        .collect();
+    assert_eq!(attempts, [&json!(1)], "{records:#}");
+    let (ok, output) = replay(host, &[&id(&task).to_string()]);
+    assert!(!ok, "a replayed failure fails: {output}");
+    assert!(
+        output.contains("failure on attempt 1") && output.contains("reproduced"),
+        "{output}"
+    );
+    // The same inputs against a build that succeeds.
+    let noop = artifact("noop");
+    let (ok, output) = replay(
+        host,
+        &[
+            &id(&task).to_string(),
+            "--attempt",
+            "1",
+            "--build",
+            noop.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{output}");
+    assert!(output.contains("not reproduced"), "{output}");
+
+    // An attempt with no record, a task with none, and an unknown task: clear errors.
+    let (ok, output) = replay(host, &[&id(&task).to_string(), "--attempt", "2"]);
+    assert!(!ok && output.contains("attempt 2 of task"), "{output}");
+    let quiet = host.enqueue("noop", json!({}));
+    host.wait_for_status(id(&quiet), "done", WAIT);
+    let (ok, output) = replay(host, &[&id(&quiet).to_string()]);
+    assert!(
+        !ok && output.contains("has no recorded attempt"),
+        "{output}"
+    );
+    let (ok, output) = replay(host, &["987654321"]);
+    assert!(!ok && output.contains("987654321"), "{output}");
+}
