@@ -173,6 +173,7 @@ async fn measure(
         max_result_bytes: 1 << 20,
         log_bytes: 64 << 10,
         capabilities: Default::default(),
+        tape: None,
     };
     let mut per_task = Histogram::<u64>::new(3).unwrap();
     let warm_up = 10;

@@ -731,6 +731,7 @@ async fn sandbox_overhead(n: usize, options: SandboxOptions) -> Histogram<u64> {
         max_result_bytes: 1 << 20,
         log_bytes: 64 << 10,
         capabilities: Default::default(),
+        tape: None,
     };
     let mut histogram = Histogram::<u64>::new(3).unwrap();
     for i in 0..n + 100 {

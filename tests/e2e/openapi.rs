@@ -46,6 +46,9 @@ fn openapi_describes_every_route_and_the_real_task_shape() {
         ("post", "/plugins/{name}/promote"),
         ("post", "/plugins/{name}/rollback"),
         ("get", "/plugins/{name}/versions"),
+        ("get", "/tasks/{id}/records"),
+        ("get", "/tasks/{id}/records/{attempt}"),
+        ("get", "/builds/{digest}"),
         ("delete", "/plugins/{name}/deployment"),
     ]
     .into_iter()

@@ -111,3 +111,31 @@ fn failed_attempts_replay(host: &Host) {
     let (ok, output) = replay(host, &["987654321"]);
     assert!(!ok && output.contains("987654321"), "{output}");
 }
+
+/// An HTTP-calling attempt replays without sending anything: the request is refused inside the
+/// guest and the replay names it, while the service it called is still up and listening.
+#[test]
+fn an_http_calling_attempt_sends_nothing_when_replayed() {
+    let sink = crate::util::TestServer::start("hello from the mail api");
+    let ws = Workspace::with_plugins(&["httpget"]);
+    ws.manifest(
+        "httpget",
+        &format!(
+            "max_retry = 0\nrecord = \"all\"\n[http]\nallow = [\"127.0.0.1:{}\"]\n",
+            sink.port
+        ),
+    );
+    let host = ws.start(&[]);
+    let url = format!("http://127.0.0.1:{}/send", sink.port);
+    let task = host.enqueue("httpget", json!({ "url": url }));
+    host.wait_for_status(id(&task), "done", WAIT);
+    assert_eq!(sink.count(), 1);
+    let (ok, output) = replay(&host, &[&id(&task).to_string()]);
+    assert!(!ok, "{output}");
+    assert!(
+        output.contains(&format!("outbound HTTP GET {url}")) && output.contains("is not sent"),
+        "{output}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(sink.count(), 1, "the replay sent nothing");
+}

@@ -98,16 +98,15 @@ pub async fn get_record(
     params(("digest" = String, Path, description = "Hex SHA-256 of the build")),
     responses(
         (status = 200, description = "The component", content_type = "application/wasm"),
-        (status = 400, description = "Not a hex SHA-256", body = ErrorBody),
-        (status = 404, description = "No build with that digest is stored", body = ErrorBody),
+        (status = 404, description = "No build with that digest is stored (or it is not a hex SHA-256)", body = ErrorBody),
     ))]
 pub async fn get_build(
     State(state): State<Arc<AppState>>,
     ApiPath(digest): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(ApiError::bad_request(format!(
-            "`{digest}` is not a build digest: 64 hex digits (the `plugin_version` of an attempt)"
+        return Err(not_found(format!(
+            "no build `{digest}`: a build is named by 64 hex digits, the `plugin_version` of an attempt"
         )));
     }
     let bytes = state

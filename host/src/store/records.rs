@@ -7,14 +7,14 @@
 //! part of the task's state, so the queue's hot path (the completion batch) does not carry
 //! it. A host killed between the two leaves a record of an attempt the history then shows as
 //! rescued. Each write also drops the records of the same task from attempt 2 up to the
-//! attempt minus [`KEPT_ATTEMPTS`], the attempt history's bound.
+//! attempt minus [`super::history::KEPT_ATTEMPTS`], the attempt history's bound.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::StoreError;
 use super::encoding::millis;
-use super::history::{KEPT_ATTEMPTS, trim_up_to};
+use super::history::trim_up_to;
 use super::sql::{Arg, Cells, Portable, Via};
 use crate::task::TaskId;
 
@@ -91,7 +91,6 @@ impl<S: Portable> AttemptRecords for S {
             trim.bind(Arg::Int(task)).bind(Arg::Int(i64::from(up_to)));
             statements.push(trim);
         }
-        debug_assert!(KEPT_ATTEMPTS > 0);
         self.execute_all(&statements).await?;
         Ok(())
     }
