@@ -300,6 +300,8 @@ fn deploy(host: &Host, task_type: &str, build: &str, canary: Option<u8>) {
 #[test]
 fn dashboard_pages_work_in_a_real_browser() {
     let ws = Workspace::with_plugins(&["noop", "loud"]);
+    // Every attempt of `loud` keeps a record, for the task page's recorded attempts.
+    ws.manifest("loud", "record = \"all\"\n");
     // A short sampling interval, so the stored backlog curve has points within the test.
     let args = [
         "--api-token",
@@ -468,6 +470,18 @@ fn dashboard_pages_work_in_a_real_browser() {
     assert!(
         task(&host, logged)["history"][0]["cost"]["fuel_used"].as_u64() > Some(0),
         "{cost}"
+    );
+    // The recorded attempt, with the command that replays it.
+    let records = browser.wait_js(
+        "the recorded attempts",
+        "const r = document.getElementById('task-records'); return r && r.innerText.includes('spool replay') && r.innerText",
+    );
+    assert!(
+        records
+            .as_str()
+            .unwrap()
+            .contains(&format!("spool replay {logged} --attempt 1")),
+        "{records}"
     );
     browser.screenshot("task");
     browser.assert_no_console_errors("task");

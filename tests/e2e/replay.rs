@@ -139,3 +139,47 @@ fn an_http_calling_attempt_sends_nothing_when_replayed() {
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(sink.count(), 1, "the replay sent nothing");
 }
+
+/// Follow-ups are answered from the record (the replay enqueues nothing); a record past its
+/// `record_max` is marked truncated and its replay stops where it was cut, saying so.
+#[test]
+fn enqueues_replay_from_the_record_and_a_truncated_record_says_where_it_stops() {
+    let ws = Workspace::with_plugins(&["fanout", "noop"]);
+    ws.manifest(
+        "fanout",
+        "record = \"all\"\n[enqueue]\nallow = [\"noop\"]\nmax_tasks = 100\n",
+    );
+    ws.add_plugin("fanout", "bigfanout");
+    ws.manifest(
+        "bigfanout",
+        "record = \"all\"\nrecord_max = \"1KiB\"\n[enqueue]\nallow = [\"noop\"]\nmax_tasks = 100\n",
+    );
+    let host = ws.start(&[]);
+    let small = host.enqueue("fanout", json!({"children": 3, "task_type": "noop"}));
+    let small = host.wait_for_status(id(&small), "done", WAIT);
+    let before = host.all_tasks().len();
+    let (ok, output) = replay(&host, &[&id(&small).to_string()]);
+    assert!(ok && output.contains("reproduced"), "{output}");
+    let printed = output.lines().find(|l| l.starts_with('{')).unwrap();
+    let replayed: Value = serde_json::from_str(printed).unwrap();
+    assert_eq!(
+        replayed, small["result"],
+        "the recorded follow-up ids: {output}"
+    );
+    assert_eq!(
+        host.all_tasks().len(),
+        before,
+        "the replay enqueued nothing"
+    );
+
+    let big = host.enqueue("bigfanout", json!({"children": 40, "task_type": "noop"}));
+    host.wait_for_status(id(&big), "done", WAIT);
+    let (_, records) = host.get(&format!("/tasks/{}/records", id(&big)));
+    assert_eq!(records["records"][0]["truncated"], true, "{records:#}");
+    let (ok, output) = replay(&host, &[&id(&big).to_string()]);
+    assert!(!ok, "{output}");
+    assert!(
+        output.contains("the record was truncated here (it reached record_max)"),
+        "{output}"
+    );
+}

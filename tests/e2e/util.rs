@@ -237,10 +237,10 @@ pub struct Host {
 
 impl Host {
     fn start(ws: &Workspace, extra: &[&str], env: &[(&str, &str)]) -> Host {
-        let stderr_log = ws.dir.path().join(format!(
-            "host-{}.log",
-            Instant::now().elapsed().as_nanos() ^ rand_suffix()
-        ));
+        let stderr_log = ws
+            .dir
+            .path()
+            .join(format!("host-{}.log", next_host_number()));
         let mut command = Command::new(env!("CARGO_BIN_EXE_spool"));
         command.arg("serve");
         if !extra.contains(&"--cache-dir") {
@@ -535,10 +535,12 @@ impl Drop for Host {
     }
 }
 
-fn rand_suffix() -> u128 {
+/// A number no other host started by this test process has: it names the host's log file, so
+/// two hosts on one workspace never write one file.
+fn next_host_number() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed) as u128
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// A tiny HTTP server on loopback that answers every request with 200 and a fixed body, and

@@ -1,8 +1,23 @@
 // One task: its state, payload, every attempt (with what it cost: time, fuel, peak memory),
-// log, progress, result or last error, and when it is expected to be done; retry and cancel.
+// log, progress, result or last error, and when it is expected to be done; retry and cancel;
+// the recorded attempts with their host calls and the command that replays each.
 
 import * as api from '../api.js';
 import { h, add, bytes, fill, duration, errorBox, fuel, json, relative, shortVersion, status, table, time } from '../dom.js';
+
+/** The most host calls of one record the page lists. */
+const MAX_CALLS_SHOWN = 200;
+
+/** One recorded host call as a line: what the guest asked and what it got. */
+function callText(call) {
+  switch (call.call) {
+    case 'wall_clock': return `wall clock → ${new Date(call.secs * 1000 + Math.floor(call.nanos / 1e6)).toISOString()}`;
+    case 'monotonic_clock': return `monotonic clock → ${(call.ns / 1e6).toFixed(3)} ms`;
+    case 'random': return `${call.source} random → ${call.hex.length / 2} bytes`;
+    case 'service': return `${call.name}(${JSON.stringify(call.subject)}) → ${JSON.stringify(call.answer)}`;
+    default: return JSON.stringify(call);
+  }
+}
 
 export default {
   title: 'Task',
@@ -83,7 +98,29 @@ export default {
           Array.isArray(t.history) && t.attempts > t.history.length + (t.status === 'running' ? 1 : 0)
             ? h('p', { class: 'muted small' }, `${t.attempts} attempts in all; the first and the latest are kept.`)
             : null),
+        await recordsPanel(),
       );
+    }
+
+    /** The recorded attempts: each one's host calls in order, and the command that replays it. */
+    async function recordsPanel() {
+      if (!api.has('get', '/tasks/{id}/records')) return null;
+      const listed = await api.get(`/tasks/${id}/records`);
+      const panel = h('section', { class: 'panel', id: 'task-records' }, h('h2', {}, 'Recorded attempts'));
+      if (!listed.records.length) {
+        add(panel, h('p', { class: 'muted' }, 'No attempt of this task was recorded (the type\'s manifest sets `record`; by default attempts that did not succeed keep one).'));
+        return panel;
+      }
+      for (const r of listed.records) {
+        const record = await api.get(`/tasks/${id}/records/${r.attempt}`);
+        const shown = record.calls.slice(0, MAX_CALLS_SHOWN);
+        add(panel,
+          h('h3', {}, `Attempt ${r.attempt}: ${record.outcome}, ${record.calls.length} host calls, ${bytes(r.bytes)}${r.truncated ? ', truncated at record_max' : ''}`),
+          h('p', {}, 'Replay it on your machine: ', h('code', { class: 'replay-command' }, `spool replay ${id} --attempt ${r.attempt}`)),
+          h('ol', { class: 'call-timeline' }, shown.map((call) => h('li', {}, callText(call)))),
+          record.calls.length > shown.length ? h('p', { class: 'muted small' }, `… and ${record.calls.length - shown.length} more (spool replay --verbose lists them all).`) : null);
+      }
+      return panel;
     }
 
     return { refresh };

@@ -131,8 +131,8 @@ pub struct RunLimits {
     pub tape: Option<Arc<tape::Tape>>,
 }
 
-/// What the handler learns about its task.
-#[derive(Debug, Clone)]
+/// What the handler learns about its task (kept in an attempt's record as it was).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TaskInfo {
     pub id: u64,
     pub task_type: String,

@@ -22,6 +22,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use super::TaskInfo;
 use super::host_api::{FollowUp, ServiceError, TaskServices};
 
 /// The version of the record format a host writes; a replay refuses other versions.
@@ -91,17 +92,6 @@ impl Call {
     }
 }
 
-/// The task as the recorded attempt saw it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RecordedTask {
-    pub id: u64,
-    pub task_type: String,
-    pub attempt: u32,
-    pub max_attempts: u32,
-    pub idempotency_key: Option<String>,
-    pub depth: u32,
-}
-
 /// The limits the recorded attempt ran under, which a replay applies again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordedLimits {
@@ -119,7 +109,7 @@ pub struct Recording {
     pub format: u32,
     /// The build that ran (hex SHA-256, the attempt's `plugin_version`).
     pub build: String,
-    pub task: RecordedTask,
+    pub task: TaskInfo,
     pub payload: String,
     pub limits: RecordedLimits,
     /// The manifest's environment, as the guest saw it.
@@ -401,13 +391,11 @@ impl Tape {
     }
 
     /// A service call: recorded with its answer, or answered from the record.
-    async fn service<T, F>(
+    async fn service<T: Recorded, F>(
         &self,
         name: &str,
         subject: &str,
         live: Option<F>,
-        to_answer: fn(&T) -> Answer,
-        from_answer: fn(&Answer) -> Option<T>,
     ) -> Result<T, ServiceError>
     where
         F: std::future::Future<Output = Result<T, ServiceError>>,
@@ -427,7 +415,7 @@ impl Tape {
             return match answer {
                 Answer::Unavailable(message) => Err(ServiceError::Unavailable(message)),
                 Answer::Refused(message) => Err(ServiceError::Refused(message)),
-                other => from_answer(&other).ok_or_else(|| {
+                other => T::from_answer(&other).ok_or_else(|| {
                     ServiceError::Unavailable(format!(
                         "replay: the record's answer to {asked} is not one this call gives"
                     ))
@@ -436,7 +424,7 @@ impl Tape {
         };
         let result = live.await;
         let answer = match &result {
-            Ok(value) => to_answer(value),
+            Ok(value) => value.to_answer(),
             Err(ServiceError::Unavailable(message)) => Answer::Unavailable(message.clone()),
             Err(ServiceError::Refused(message)) => Answer::Refused(message.clone()),
         };
@@ -531,18 +519,7 @@ impl TaskServices for TapedServices {
 
     async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, ServiceError> {
         let live = self.live.as_ref().map(|l| l.effect_done(task_type, key));
-        self.tape
-            .service(
-                "effect-done",
-                key,
-                live,
-                |d| Answer::Flag(*d),
-                |a| match a {
-                    Answer::Flag(d) => Some(*d),
-                    _ => None,
-                },
-            )
-            .await
+        self.tape.service("effect-done", key, live).await
     }
 
     async fn record_effect(
@@ -555,83 +532,80 @@ impl TaskServices for TapedServices {
             .live
             .as_ref()
             .map(|l| l.record_effect(task_type, key, task_id));
-        self.tape
-            .service(
-                "record-effect",
-                key,
-                live,
-                |_| Answer::Done,
-                |a| match a {
-                    Answer::Done => Some(()),
-                    _ => None,
-                },
-            )
-            .await
+        self.tape.service("record-effect", key, live).await
     }
 
     async fn kv_get(&self, task_type: &str, key: &str) -> Result<Option<String>, ServiceError> {
         let live = self.live.as_ref().map(|l| l.kv_get(task_type, key));
-        self.tape
-            .service(
-                "kv-get",
-                key,
-                live,
-                |v| Answer::Value(v.clone()),
-                |a| match a {
-                    Answer::Value(v) => Some(v.clone()),
-                    _ => None,
-                },
-            )
-            .await
+        self.tape.service("kv-get", key, live).await
     }
 
     async fn kv_set(&self, task_type: &str, key: &str, value: &str) -> Result<(), ServiceError> {
         let live = self.live.as_ref().map(|l| l.kv_set(task_type, key, value));
-        self.tape
-            .service(
-                "kv-set",
-                key,
-                live,
-                |_| Answer::Done,
-                |a| match a {
-                    Answer::Done => Some(()),
-                    _ => None,
-                },
-            )
-            .await
+        self.tape.service("kv-set", key, live).await
     }
 
     async fn kv_delete(&self, task_type: &str, key: &str) -> Result<bool, ServiceError> {
         let live = self.live.as_ref().map(|l| l.kv_delete(task_type, key));
-        self.tape
-            .service(
-                "kv-delete",
-                key,
-                live,
-                |d| Answer::Flag(*d),
-                |a| match a {
-                    Answer::Flag(d) => Some(*d),
-                    _ => None,
-                },
-            )
-            .await
+        self.tape.service("kv-delete", key, live).await
     }
 
     async fn enqueue(&self, follow_up: FollowUp) -> Result<Result<u64, String>, ServiceError> {
         let subject = follow_up.task_type.clone();
         let live = self.live.as_ref().map(|l| l.enqueue(follow_up));
-        self.tape
-            .service(
-                "enqueue",
-                &subject,
-                live,
-                |r| Answer::Enqueued(r.clone()),
-                |a| match a {
-                    Answer::Enqueued(r) => Some(r.clone()),
-                    _ => None,
-                },
-            )
-            .await
+        self.tape.service("enqueue", &subject, live).await
+    }
+}
+
+/// A service's answer as a record keeps it.
+trait Recorded: Sized {
+    fn to_answer(&self) -> Answer;
+    /// The answer, if the record's is of this call's kind.
+    fn from_answer(answer: &Answer) -> Option<Self>;
+}
+
+impl Recorded for bool {
+    fn to_answer(&self) -> Answer {
+        Answer::Flag(*self)
+    }
+    fn from_answer(answer: &Answer) -> Option<Self> {
+        match answer {
+            Answer::Flag(flag) => Some(*flag),
+            _ => None,
+        }
+    }
+}
+
+impl Recorded for () {
+    fn to_answer(&self) -> Answer {
+        Answer::Done
+    }
+    fn from_answer(answer: &Answer) -> Option<Self> {
+        matches!(answer, Answer::Done).then_some(())
+    }
+}
+
+impl Recorded for Option<String> {
+    fn to_answer(&self) -> Answer {
+        Answer::Value(self.clone())
+    }
+    fn from_answer(answer: &Answer) -> Option<Self> {
+        match answer {
+            Answer::Value(value) => Some(value.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl Recorded for Result<u64, String> {
+    fn to_answer(&self) -> Answer {
+        Answer::Enqueued(self.clone())
+    }
+    fn from_answer(answer: &Answer) -> Option<Self> {
+        match answer {
+            Answer::Enqueued(result) => Some(result.clone()),
+            _ => None,
+        }
     }
 }
 
@@ -643,7 +617,7 @@ mod tests {
         Recording {
             format: RECORD_FORMAT,
             build: "b".into(),
-            task: RecordedTask {
+            task: TaskInfo {
                 id: 1,
                 task_type: "t".into(),
                 attempt: 1,

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::cli::args::ReplayArgs;
 use crate::sandbox::capabilities::{Capabilities, EnqueueGrant};
 use crate::sandbox::tape::{Call, RECORD_FORMAT, Recording, Tape, TapedServices};
-use crate::sandbox::{RunLimits, Sandbox, TaskInfo};
+use crate::sandbox::{RunLimits, Sandbox};
 use crate::store::history::Outcome;
 use crate::task::AttemptOutcome;
 
@@ -93,15 +93,7 @@ async fn run(
     recording: &Recording,
     tape: Arc<Tape>,
 ) -> (AttemptOutcome, String) {
-    let task = &recording.task;
-    let info = TaskInfo {
-        id: task.id,
-        task_type: task.task_type.clone(),
-        attempt: task.attempt,
-        max_attempts: task.max_attempts,
-        idempotency_key: task.idempotency_key.clone(),
-        depth: task.depth,
-    };
+    let info = recording.task.clone();
     // Every follow-up the record shows was allowed when it was recorded.
     let allow: Vec<String> = recording
         .calls

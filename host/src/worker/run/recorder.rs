@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use crate::plugins::Plugin;
 use crate::plugins::policy::RecordMode;
 use crate::plugins::registry::Source;
-use crate::sandbox::tape::{RECORD_FORMAT, RecordedLimits, RecordedTask, Recording, Tape};
+use crate::sandbox::tape::{RECORD_FORMAT, RecordedLimits, Recording, Tape};
 use crate::sandbox::{RunLimits, TaskInfo};
 use crate::store::SharedStore;
 use crate::store::history::Outcome;
@@ -63,14 +63,7 @@ impl Recorder {
         let recording = Recording {
             format: RECORD_FORMAT,
             build: plugin.version.clone(),
-            task: RecordedTask {
-                id: info.id,
-                task_type: info.task_type.clone(),
-                attempt: info.attempt,
-                max_attempts: info.max_attempts,
-                idempotency_key: info.idempotency_key.clone(),
-                depth: info.depth,
-            },
+            task: info.clone(),
             payload: ended.payload.to_string(),
             limits: RecordedLimits {
                 fuel: ended.limits.fuel,
