@@ -37,7 +37,9 @@
 //! e.g. under a profiler), `--concurrency N` (the drains' hosts' concurrency instead of the
 //! default), `--only archive [--old N]` (a drain beside N old finished rows, default 1,000,000,
 //! with the archiver off and then on: `throughput/archive.rs`), `--only health [--old N]` (a
-//! drain beside N old finished rows while a client polls `/metrics` or `/health` every 50 ms).
+//! drain beside N old finished rows while a client polls `/metrics` or `/health` every 50 ms),
+//! `--only record` (the drain with the type's `record` mode "none", "failed" and "all", three
+//! rounds each in turn: `throughput/record.rs`).
 
 use chrono::{DateTime, Utc};
 use hdrhistogram::Histogram;
@@ -58,6 +60,8 @@ mod finish;
 mod http;
 #[path = "throughput/idle.rs"]
 mod idle;
+#[path = "throughput/record.rs"]
+mod record;
 
 use common::EmptyServices;
 use database::{Fresh, Server};
@@ -389,6 +393,7 @@ async fn drain(
     hosts: usize,
     concurrency: Option<usize>,
     analyzed: bool,
+    manifest: Option<&str>,
 ) -> Drained {
     let fresh = server.fresh().await;
     fill(&fresh, n, analyzed).await;
@@ -399,6 +404,10 @@ async fn drain(
     let start = |i: usize| {
         let dir = fresh.dir.path().join(format!("host-{i}"));
         let (url, build) = (fresh.url.clone(), builds[i].clone());
+        if let Some(manifest) = manifest {
+            std::fs::create_dir_all(dir.join("plugins")).unwrap();
+            std::fs::write(dir.join("plugins").join("noop.toml"), manifest).unwrap();
+        }
         async move {
             start_host_with(&dir, &url, &[("noop", &build)], |s| {
                 s.concurrency = concurrency
@@ -843,6 +852,7 @@ async fn report_drain(
         hosts,
         concurrency,
         kind != DrainKind::NeverAnalyzed,
+        None,
     )
     .await;
     let concurrency = concurrency.unwrap_or(default_concurrency().0);
@@ -955,6 +965,10 @@ fn main() {
                 archive::report_pollers(&server, options.drain, options.concurrency).await;
                 return;
             }
+            Some("record") => {
+                record::report(&server, options.drain, options.concurrency).await;
+                return;
+            }
             Some("pickup") => {
                 report_pickups_across_hosts(&server, options.pickups).await;
                 return;
@@ -969,7 +983,7 @@ fn main() {
                 report_drain(&server, &raw, options.drain, kind, options.concurrency).await;
                 return;
             }
-            Some(other) => panic!("--only takes drain, two-hosts, never-analyzed, pickup, archive or health, not {other}"),
+            Some(other) => panic!("--only takes drain, two-hosts, never-analyzed, pickup, archive, health or record, not {other}"),
         }
 
         let raw = Raw::measure(&server, options.drain).await;

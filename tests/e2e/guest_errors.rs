@@ -2,7 +2,8 @@
 //! built with `spool plugin build` that raise, throw, fail an assertion, panic or overflow
 //! their stack, and handlers that return the wrong type or are named wrongly. The error names
 //! the exception's type and message (and where it happened), never suggests `RUST_BACKTRACE`
-//! and never shows the JavaScript engine's abort notice.
+//! and never shows the JavaScript engine's abort notice. `spool replay` runs each failed attempt
+//! again from its record to the same error.
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -94,6 +95,21 @@ fn explained(task: &Value, expected: &[&str]) -> String {
     error
 }
 
+/// `spool replay` of the failed task's attempt (kept by the default `record = "failed"`) runs
+/// it again on this machine to the very same error, `expected` included.
+fn replays_to_the_same_error(host: &Host, task: &Value, expected: &str) {
+    let (ok, output) = host.cli(&["replay", &task["id"].to_string()], &[]);
+    assert!(!ok, "a failed attempt replays to a failure: {output}");
+    assert!(
+        output.contains("reproduced: the recorded attempt ended the same way"),
+        "{output}"
+    );
+    assert!(
+        output.contains(expected),
+        "{expected:?} is missing: {output}"
+    );
+}
+
 /// The Python template with a handler that raises in a function it calls, or returns a dict.
 fn python_handler() -> PathBuf {
     built("guest-errors/python", || {
@@ -130,6 +146,11 @@ fn python_errors_name_the_exception_and_what_to_change() {
         ],
     );
     assert!(error.starts_with("uncaught Python exception"), "{error}");
+    replays_to_the_same_error(
+        &host,
+        &raised,
+        "ValueError: the ledger is corrupt: negative balance",
+    );
 
     let dict = failed(&host, "py_errors", json!({"text": "hi", "mode": "dict"}));
     explained(
@@ -191,6 +212,11 @@ fn javascript_errors_name_the_error_and_where_it_was_thrown() {
             "checkBalance@app.js",
         ],
     );
+    replays_to_the_same_error(
+        &host,
+        &thrown,
+        "TypeError: the ledger is corrupt: negative balance",
+    );
 
     let object = failed(&host, "js_errors", json!({"text": "hi", "mode": "object"}));
     explained(
@@ -210,6 +236,7 @@ fn c_assertions_and_stack_overflows_say_what_happened() {
         &asserted,
         &["Assertion failed: balance >= 0 && \"the ledger balance must not be negative\""],
     );
+    replays_to_the_same_error(&host, &asserted, "Assertion failed: balance >= 0");
 
     let overflowed = failed(&host, "c_crash", json!({"mode": "recurse"}));
     explained(
@@ -239,6 +266,8 @@ fn go_and_zig_panics_show_their_message() {
         error.starts_with("the program exited with status 2: panic:"),
         "{error}"
     );
+    // WASI programs replay too: their stdin is the recorded payload.
+    replays_to_the_same_error(&host, &go_failed, "main.checkBalance");
 
     let zig_failed = failed(&host, "zig_panic", json!({}));
     let error = explained(
@@ -246,4 +275,9 @@ fn go_and_zig_panics_show_their_message() {
         &["panic: the ledger is corrupt: negative balance"],
     );
     assert!(!error.contains("stack tracing is disabled"), "{error}");
+    replays_to_the_same_error(
+        &host,
+        &zig_failed,
+        "panic: the ledger is corrupt: negative balance",
+    );
 }

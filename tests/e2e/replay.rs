@@ -112,32 +112,99 @@ fn failed_attempts_replay(host: &Host) {
     assert!(!ok && output.contains("987654321"), "{output}");
 }
 
-/// An HTTP-calling attempt replays without sending anything: the request is refused inside the
-/// guest and the replay names it, while the service it called is still up and listening.
+/// An HTTP-calling attempt replays from its record while the service it called is still up
+/// and listening: the guest gets the recorded response, the service gets nothing. The record
+/// keeps the request and the response, with the credentials and the manifest's secrets redacted.
 #[test]
-fn an_http_calling_attempt_sends_nothing_when_replayed() {
+fn an_http_calling_attempt_replays_its_responses_and_sends_nothing() {
     let sink = crate::util::TestServer::start("hello from the mail api");
     let ws = Workspace::with_plugins(&["httpget"]);
     ws.manifest(
         "httpget",
         &format!(
-            "max_retry = 0\nrecord = \"all\"\n[http]\nallow = [\"127.0.0.1:{}\"]\n",
+            "max_retry = 0\nrecord = \"all\"\nsecrets = [\"API_KEY\"]\n[env]\nAPI_KEY = \"k-7781\"\n[http]\nallow = [\"127.0.0.1:{}\"]\n",
             sink.port
         ),
     );
-    let host = ws.start(&[]);
-    let url = format!("http://127.0.0.1:{}/send", sink.port);
-    let task = host.enqueue("httpget", json!({ "url": url }));
-    host.wait_for_status(id(&task), "done", WAIT);
-    assert_eq!(sink.count(), 1);
-    let (ok, output) = replay(&host, &[&id(&task).to_string()]);
-    assert!(!ok, "{output}");
-    assert!(
-        output.contains(&format!("outbound HTTP GET {url}")) && output.contains("is not sent"),
-        "{output}"
+    // The same handler as a type whose service is down.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    ws.add_plugin("httpget", "offline");
+    ws.manifest(
+        "offline",
+        &format!("max_retry = 0\n[http]\nallow = [\"127.0.0.1:{closed}\"]\n"),
     );
+    let host = ws.start(&[]);
+    let url = format!("http://127.0.0.1:{}/send?key=k-7781", sink.port);
+    let task = host.enqueue("httpget", json!({ "url": url, "bearer": "tok-55" }));
+    let done = host.wait_for_status(id(&task), "done", WAIT);
+    assert_eq!(sink.count(), 1);
+
+    let (_, record) = host.get(&format!("/tasks/{}/records/1", id(&task)));
+    // (The payload is kept as it was: this test's payload carries them.)
+    let text = format!("{}{}", record["calls"], record["env"]);
+    for secret in ["k-7781", "tok-55"] {
+        assert!(!text.contains(secret), "{secret} in the record: {record:#}");
+    }
+    assert_eq!(
+        record["env"],
+        json!([["API_KEY", "[redacted]"]]),
+        "{record:#}"
+    );
+    let http = record["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|call| call["call"] == "http")
+        .unwrap_or_else(|| panic!("no http call: {record:#}"));
+    assert_eq!(http["method"], "GET");
+    assert_eq!(
+        http["url"],
+        format!("http://127.0.0.1:{}/send?key=[redacted]", sink.port)
+    );
+    assert!(
+        http["headers"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(["authorization", "[redacted]"])),
+        "{http:#}"
+    );
+    assert_eq!(http["answer"]["kind"], "response", "{http:#}");
+    assert_eq!(http["answer"]["status"], 200);
+    assert_eq!(http["answer"]["body"]["text"], "hello from the mail api");
+    assert_eq!(http["answer"]["end"], "complete");
+
+    let (ok, output) = replay(&host, &[&id(&task).to_string(), "--verbose"]);
+    assert!(ok, "{output}");
+    assert!(output.contains("reproduced"), "{output}");
+    assert!(
+        output.contains(&format!(
+            "http GET http://127.0.0.1:{}/send?key=[redacted] → 200",
+            sink.port
+        )),
+        "the call is listed: {output}"
+    );
+    let printed = output.lines().find(|l| l.starts_with('{')).unwrap();
+    let replayed: Value = serde_json::from_str(printed).unwrap();
+    assert_eq!(replayed, done["result"], "{output}");
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(sink.count(), 1, "the replay sent nothing");
+
+    // A refused connection (nothing listens on the port) replays to the same error.
+    let refused = host.enqueue(
+        "offline",
+        json!({ "url": format!("http://127.0.0.1:{closed}/send") }),
+    );
+    let failed = host.wait_for_status(id(&refused), "failed", WAIT);
+    let (ok, output) = replay(&host, &[&id(&refused).to_string()]);
+    assert!(!ok, "{output}");
+    assert!(output.contains("reproduced"), "{output}");
+    assert!(
+        output.contains(failed["last_error"].as_str().unwrap()),
+        "{output}\n{failed:#}"
+    );
 }
 
 /// Follow-ups are answered from the record (the replay enqueues nothing); a record past its

@@ -15,8 +15,19 @@ function callText(call) {
     case 'monotonic_clock': return `monotonic clock → ${(call.ns / 1e6).toFixed(3)} ms`;
     case 'random': return `${call.source} random → ${call.hex.length / 2} bytes`;
     case 'service': return `${call.name}(${JSON.stringify(call.subject)}) → ${JSON.stringify(call.answer)}`;
+    case 'http': return `HTTP ${call.method} ${call.url} → ${httpAnswer(call.answer)}`;
     default: return JSON.stringify(call);
   }
+}
+
+/** A recorded HTTP answer: the status and body size, or the error. */
+function httpAnswer(answer) {
+  if (answer.kind === 'response') {
+    const size = answer.body.text !== undefined ? new TextEncoder().encode(answer.body.text).length : answer.body.hex.length / 2;
+    return `${answer.status}, ${size} body bytes`;
+  }
+  if (answer.kind === 'failed') return `error ${JSON.stringify(answer.error)}`;
+  return 'no answer before the attempt ended';
 }
 
 export default {

@@ -48,7 +48,9 @@
 //! `max_snoozes` (default 100) caps how many times in a row a task may snooze; the next snooze
 //! counts as a failed attempt. `record` ("failed", the default; "all"; "none") says which
 //! attempts keep a record of their inputs for `spool replay`, `record_max` (default 1 MiB, 1 KiB
-//! to 64 MiB) how many bytes of host calls one record keeps.
+//! to 64 MiB) how many bytes of host calls one record keeps. `secrets` names `[env]` variables
+//! whose values are secret: a record keeps `[redacted]` in their place (in the environment, and
+//! wherever the value appears in an outbound request's URL or headers).
 //! Every field is optional; an absent one falls back to the host's configured default. Unknown
 //! fields are errors, so a typo cannot silently leave a policy unset. Numbers must lie in the
 //! ranges [`Manifest::parse`] states (for instance `rate` from one start a day to a million a
@@ -109,6 +111,9 @@ pub struct Manifest {
     pub record: Option<String>,
     /// The most bytes of host calls one record keeps (default 1 MiB).
     pub record_max: Option<ByteSize>,
+    /// `[env]` variables whose values a record redacts.
+    #[serde(default)]
+    pub secrets: Vec<String>,
     pub kv: Option<KvSection>,
     pub effects: Option<EffectsSection>,
     /// Periodic tasks of this type ([`crate::schedule`]).
@@ -246,6 +251,15 @@ impl Manifest {
         {
             return Err(format!("max_snoozes = {max}: use 1 to {MAX_SNOOZES}"));
         }
+        if let Some(name) = manifest
+            .secrets
+            .iter()
+            .find(|name| !manifest.env.contains_key(*name))
+        {
+            return Err(format!(
+                "secrets = [{name:?}]: {name} is not in [env]; list the [env] variables whose values records must not keep"
+            ));
+        }
         if let Some(record) = manifest
             .record
             .as_deref()
@@ -371,6 +385,7 @@ impl Manifest {
                 .and_then(RecordMode::parse)
                 .unwrap_or_default(),
             record_max: self.record_max.map_or(DEFAULT_RECORD_MAX, |m| m.0),
+            record_secrets: self.secrets.clone(),
             kv_max_keys: self
                 .kv
                 .as_ref()
@@ -524,6 +539,7 @@ mod tests {
                 "enqueue.min_priority",
             ),
             ("max_snoozes = 0", "max_snoozes"),
+            ("secrets = [\"TOKEN\"]\n[env]\nA = \"1\"", "secrets"),
             ("[kv]\nmax_keys = 0", "kv.max_keys"),
             ("[effects]\nretention = \"1s\"", "effects.retention"),
         ] {
@@ -548,6 +564,11 @@ mod tests {
         assert_eq!(storage.max_snoozes, 3);
         assert_eq!((storage.kv_max_keys, storage.kv_max_bytes), (5, 1024));
         assert_eq!(storage.effect_retention, Duration::from_secs(2 * 86_400));
+        let secret = Manifest::parse("secrets = [\"TOKEN\"]\n[env]\nTOKEN = \"t\"\n")
+            .unwrap()
+            .resolve(&Defaults::default(), &root)
+            .unwrap();
+        assert_eq!(secret.record_secrets, ["TOKEN"]);
         assert_eq!(edges.backoff.max_delay, BACKOFF.max);
     }
 

@@ -62,6 +62,8 @@ pub struct Policy {
     /// Which attempts keep a record for `spool replay`, and how large one may grow.
     pub record: RecordMode,
     pub record_max: usize,
+    /// The `[env]` variables whose values a record redacts.
+    pub record_secrets: Vec<String>,
     pub backoff: Backoff,
     pub priority: i32,
     pub fuel: u64,

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use crate::cli::args::ReplayArgs;
 use crate::sandbox::capabilities::{Capabilities, EnqueueGrant};
-use crate::sandbox::tape::{Call, RECORD_FORMAT, Recording, Tape, TapedServices};
+use crate::sandbox::tape::{
+    BodyEnd, Call, HttpAnswer, RECORD_FORMAT, Recording, Tape, TapedServices,
+};
 use crate::sandbox::{RunLimits, Sandbox};
 use crate::store::history::Outcome;
 use crate::task::AttemptOutcome;
@@ -86,7 +88,7 @@ pub async fn replay(args: ReplayArgs) -> Result<()> {
 }
 
 /// Runs the attempt against the tape: the recorded task, payload, environment and limits; no
-/// folder grants (file contents are not recorded) and no outbound HTTP.
+/// folder grants (file contents are not recorded); outbound HTTP answered from the record.
 async fn run(
     sandbox: &Sandbox,
     handler: &crate::sandbox::CompiledHandler,
@@ -140,6 +142,30 @@ fn describe(call: &Call) -> String {
             subject,
             answer,
         } => format!("{name}({subject:?}) → {answer:?}"),
+        Call::Http(exchange) => format!(
+            "{} → {}",
+            exchange.describe(),
+            http_answer(&exchange.answer)
+        ),
+    }
+}
+
+/// A recorded HTTP answer in one line.
+fn http_answer(answer: &HttpAnswer) -> String {
+    match answer {
+        HttpAnswer::Pending => "no answer before the attempt ended".into(),
+        HttpAnswer::Failed { error } => format!("error {error:?}"),
+        HttpAnswer::Response {
+            status, body, end, ..
+        } => {
+            let end = match end {
+                BodyEnd::Complete => String::new(),
+                BodyEnd::Open => ", not read to its end".into(),
+                BodyEnd::Truncated => ", cut at record_max".into(),
+                BodyEnd::Failed(error) => format!(", then error {error:?}"),
+            };
+            format!("{status}, {} body bytes{end}", body.0.len())
+        }
     }
 }
 

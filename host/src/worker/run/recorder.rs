@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use crate::plugins::Plugin;
 use crate::plugins::policy::RecordMode;
 use crate::plugins::registry::Source;
-use crate::sandbox::tape::{RECORD_FORMAT, RecordedLimits, Recording, Tape};
+use crate::sandbox::tape::{RECORD_FORMAT, REDACTED, RecordedLimits, Recording, Tape};
 use crate::sandbox::{RunLimits, TaskInfo};
 use crate::store::SharedStore;
 use crate::store::history::Outcome;
@@ -44,7 +44,7 @@ impl Recorder {
     /// A tape for the next attempt of `plugin`'s type, if its manifest records any.
     pub fn tape_for(plugin: &Plugin) -> Option<Arc<Tape>> {
         (plugin.policy.record != RecordMode::None)
-            .then(|| Tape::recording(plugin.policy.record_max))
+            .then(|| Tape::recording(plugin.policy.record_max, secret_values(plugin)))
     }
 
     /// Keeps the record of an attempt that ran with `tape`, if the type's mode keeps it. A
@@ -77,7 +77,11 @@ impl Recorder {
                 .capabilities
                 .env
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(name, value)| {
+                    let secret = plugin.policy.record_secrets.contains(name);
+                    let kept = if secret { REDACTED } else { value };
+                    (name.clone(), kept.to_string())
+                })
                 .collect(),
             insecure_seed: tape.insecure_seed().to_string(),
             calls,
@@ -148,4 +152,16 @@ impl Recorder {
             ),
         }
     }
+}
+
+/// The values of the type's secret `[env]` variables, which its records redact.
+fn secret_values(plugin: &Plugin) -> Vec<String> {
+    plugin
+        .policy
+        .capabilities
+        .env
+        .iter()
+        .filter(|(name, _)| plugin.policy.record_secrets.contains(name))
+        .map(|(_, value)| value.clone())
+        .collect()
 }

@@ -48,6 +48,11 @@ pub fn get(url: &str) -> Result<Response, Error> {
     send(Method::Get, url, &[], None)
 }
 
+/// Sends `GET url` with extra `headers`.
+pub fn get_with_headers(url: &str, headers: &[(&str, &str)]) -> Result<Response, Error> {
+    send(Method::Get, url, headers, None)
+}
+
 /// Sends `POST url` with `body`, of type `content_type` (and its `content-length`), and extra
 /// `headers`.
 pub fn post(

@@ -9,7 +9,7 @@
 //! ```
 //!
 //! With `"post": N`, it sends `POST url` with a body of `N` bytes (`x`, as `text/plain`)
-//! instead of `GET url`.
+//! instead of `GET url`. With `"bearer": "TOKEN"`, it sends `authorization: Bearer TOKEN`.
 //!
 //! # Result
 //!
@@ -34,19 +34,27 @@ struct Request {
     url: String,
     #[serde(default)]
     post: Option<usize>,
+    #[serde(default)]
+    bearer: Option<String>,
 }
 
 impl Handler for Httpget {
     fn handle(_task: TaskInfo, payload: String) -> Result<String, Failure> {
-        let Request { url, post } = json::parse_payload(&payload)?;
+        let Request { url, post, bearer } = json::parse_payload(&payload)?;
+        let authorization = bearer.map(|token| format!("Bearer {token}"));
+        let headers: Vec<(&str, &str)> = authorization
+            .as_deref()
+            .map(|value| ("authorization", value))
+            .into_iter()
+            .collect();
         let response = match post {
             Some(bytes) => {
                 log::info(format!("POST {url} ({bytes} bytes)"));
-                httpclient::post(&url, "text/plain", &[], "x".repeat(bytes).as_bytes())
+                httpclient::post(&url, "text/plain", &headers, "x".repeat(bytes).as_bytes())
             }
             None => {
                 log::info(format!("GET {url}"));
-                httpclient::get(&url)
+                httpclient::get_with_headers(&url, &headers)
             }
         }
         .map_err(|err| Failure::Fail(format!("http request failed: {err}")))?;

@@ -9,21 +9,32 @@
 //! than the record holds. With the same build and the same answers, wasmtime runs the guest to
 //! the same end, fuel included: nothing else reaches it.
 //!
-//! What a record does not hold: files under a folder grant (a replay runs without them),
-//! outbound HTTP (a replay refuses every request and reports it), and what the guest sends out
-//! (logs, progress) other than through the calls above.
+//! Outbound HTTP goes on the tape too ([`exchange`]): each request (method, URL, headers, with
+//! credentials and the manifest's secrets redacted) and its response (status, headers, the body
+//! as far as the guest read it) or its error; a replay answers from the record and sends
+//! nothing.
+//!
+//! What a record does not hold: files under a folder grant (a replay runs without them), the
+//! bodies of outbound requests, and what the guest sends out (logs, progress) other than
+//! through the calls above.
 //!
 //! A record is bounded ([`Tape::recording`]'s `max` bytes of calls): past it the record is
 //! marked truncated and a replay stops there with that message.
 
-use rand::{RngCore, SeedableRng};
+mod exchange;
+mod services;
+mod wasi;
+
+pub use exchange::{BodyEnd, Exchange, Failure, HttpAnswer, HttpBody, REDACTED, ReplayedBody};
+pub use services::TapedServices;
+pub use wasi::{TapedMonotonicClock, TapedRandom, TapedWallClock};
+
+use rand::RngCore;
 use serde::{Deserialize, Serialize};
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::TaskInfo;
-use super::host_api::{FollowUp, ServiceError, TaskServices};
 
 /// The version of the record format a host writes; a replay refuses other versions.
 pub const RECORD_FORMAT: u32 = 1;
@@ -76,6 +87,8 @@ pub enum Call {
         subject: String,
         answer: Answer,
     },
+    /// An outbound HTTP request and its answer.
+    Http(Exchange),
 }
 
 impl Call {
@@ -88,6 +101,7 @@ impl Call {
                 format!("{} random bytes ({:?})", hex.len() / 2, source).to_lowercase()
             }
             Call::Service { name, subject, .. } => format!("{name}({subject:?})"),
+            Call::Http(exchange) => exchange.describe(),
         }
     }
 }
@@ -149,6 +163,8 @@ struct State {
 pub struct Tape {
     state: Mutex<State>,
     insecure_seed: u128,
+    /// Values a record keeps as [`REDACTED`] (the manifest's secrets).
+    secrets: Vec<String>,
 }
 
 impl std::fmt::Debug for Tape {
@@ -174,8 +190,8 @@ pub struct ReplayReport {
 }
 
 impl Tape {
-    /// A tape that records up to `max` bytes of calls.
-    pub fn recording(max: usize) -> Arc<Tape> {
+    /// A tape that records up to `max` bytes of calls, with `secrets` redacted.
+    pub fn recording(max: usize, secrets: Vec<String>) -> Arc<Tape> {
         Arc::new(Tape {
             state: Mutex::new(State {
                 mode: Mode::Recording { max, used: 0 },
@@ -183,6 +199,7 @@ impl Tape {
                 truncated: false,
             }),
             insecure_seed: rand::random(),
+            secrets,
         })
     }
 
@@ -198,6 +215,7 @@ impl Tape {
                 truncated: recording.truncated,
             }),
             insecure_seed: recording.insecure_seed.parse().unwrap_or(0),
+            secrets: Vec::new(),
         })
     }
 
@@ -218,23 +236,72 @@ impl Tape {
 
     /// Keeps `call` while recording, unless the record is full (then it is marked truncated).
     fn keep(&self, call: Call) {
+        self.keep_at(call);
+    }
+
+    /// [`Tape::keep`], returning where the call was kept.
+    fn keep_at(&self, call: Call) -> Option<usize> {
         let mut state = self.lock();
         let State {
             mode,
             calls,
             truncated,
         } = &mut *state;
-        if let Mode::Recording { max, used } = mode {
-            if *truncated {
-                return;
+        let Mode::Recording { max, used } = mode else {
+            return None;
+        };
+        if *truncated {
+            return None;
+        }
+        let size = serde_json::to_string(&call).map_or(0, |text| text.len());
+        if *used + size > *max {
+            *truncated = true;
+            return None;
+        }
+        *used += size;
+        calls.push(call);
+        Some(calls.len() - 1)
+    }
+
+    /// Changes the HTTP exchange kept at `slot` by `change`, which adds `added` bytes; past
+    /// the record's bound its body is cut there instead, and the record marked truncated.
+    fn http_update(&self, slot: usize, added: usize, change: impl FnOnce(&mut Exchange)) {
+        let mut state = self.lock();
+        let State {
+            mode,
+            calls,
+            truncated,
+        } = &mut *state;
+        let (Mode::Recording { max, used }, Some(Call::Http(exchange))) =
+            (mode, calls.get_mut(slot))
+        else {
+            return;
+        };
+        if added > 0 && (*truncated || *used + added > *max) {
+            *truncated = true;
+            if let HttpAnswer::Response { end, .. } = &mut exchange.answer
+                && *end == BodyEnd::Open
+            {
+                *end = BodyEnd::Truncated;
             }
-            let size = serde_json::to_string(&call).map_or(0, |text| text.len());
-            if *used + size > *max {
-                *truncated = true;
-                return;
-            }
-            *used += size;
-            calls.push(call);
+            return;
+        }
+        *used += added;
+        change(exchange);
+    }
+
+    /// The number (from 1) of the call a replay answers next.
+    fn next_number(&self) -> usize {
+        match &self.lock().mode {
+            Mode::Replaying { cursor, .. } => cursor + 1,
+            Mode::Recording { .. } => 0,
+        }
+    }
+
+    /// Notes that the replay left the record, unless it had before.
+    fn diverge(&self, problem: String) {
+        if let Mode::Replaying { diverged, .. } = &mut self.lock().mode {
+            diverged.get_or_insert(problem);
         }
     }
 
@@ -266,29 +333,11 @@ impl Tape {
                     call.describe()
                 ),
             },
-            None if *truncated => format!(
-                "call {number}: the record was truncated here (it reached record_max); the replay stops at this point"
-            ),
+            None if *truncated => truncated_at(number),
             None => format!("call {number}: the guest asked {asked}; the record has no more calls"),
         };
         *diverged = Some(problem.clone());
         Err(problem)
-    }
-
-    /// A replayed guest sent an HTTP request: it is not sent (responses are not recorded), and
-    /// the replay counts as diverged at this call unless it diverged before.
-    pub fn http_not_replayed(&self, method: &str, url: &str) -> String {
-        let mut state = self.lock();
-        let State { mode, .. } = &mut *state;
-        let Mode::Replaying { cursor, diverged } = mode else {
-            return String::new();
-        };
-        let problem = format!(
-            "replay: outbound HTTP {method} {url} (call {}) is not sent: a record does not hold HTTP responses",
-            *cursor + 1
-        );
-        diverged.get_or_insert_with(|| problem.clone());
-        problem
     }
 
     /// The calls recorded so far, and whether the record was cut at its bound.
@@ -389,229 +438,20 @@ impl Tape {
             hex: hex::encode(&*dst),
         });
     }
-
-    /// A service call: recorded with its answer, or answered from the record.
-    async fn service<T: Recorded, F>(
-        &self,
-        name: &str,
-        subject: &str,
-        live: Option<F>,
-    ) -> Result<T, ServiceError>
-    where
-        F: std::future::Future<Output = Result<T, ServiceError>>,
-    {
-        let Some(live) = live else {
-            let asked = format!("{name}({subject:?})");
-            let answer = self
-                .next(&asked, |call| match call {
-                    Call::Service {
-                        name: n,
-                        subject: s,
-                        answer,
-                    } if n == name && s == subject => Some(answer.clone()),
-                    _ => None,
-                })
-                .map_err(|problem| ServiceError::Unavailable(format!("replay: {problem}")))?;
-            return match answer {
-                Answer::Unavailable(message) => Err(ServiceError::Unavailable(message)),
-                Answer::Refused(message) => Err(ServiceError::Refused(message)),
-                other => T::from_answer(&other).ok_or_else(|| {
-                    ServiceError::Unavailable(format!(
-                        "replay: the record's answer to {asked} is not one this call gives"
-                    ))
-                }),
-            };
-        };
-        let result = live.await;
-        let answer = match &result {
-            Ok(value) => value.to_answer(),
-            Err(ServiceError::Unavailable(message)) => Answer::Unavailable(message.clone()),
-            Err(ServiceError::Refused(message)) => Answer::Refused(message.clone()),
-        };
-        self.keep(Call::Service {
-            name: name.to_string(),
-            subject: subject.to_string(),
-            answer,
-        });
-        result
-    }
 }
 
-/// `wasi:clocks/wall-clock` through the tape.
-pub struct TapedWallClock(pub Arc<Tape>);
-
-impl wasmtime_wasi::HostWallClock for TapedWallClock {
-    fn resolution(&self) -> Duration {
-        Duration::from_nanos(1)
-    }
-    fn now(&self) -> Duration {
-        self.0.wall_clock()
-    }
-}
-
-/// `wasi:clocks/monotonic-clock` through the tape: nanoseconds since the attempt started.
-pub struct TapedMonotonicClock {
-    pub tape: Arc<Tape>,
-    pub start: Instant,
-}
-
-impl wasmtime_wasi::HostMonotonicClock for TapedMonotonicClock {
-    fn resolution(&self) -> u64 {
-        1
-    }
-    fn now(&self) -> u64 {
-        self.tape.monotonic_clock(self.start)
-    }
-}
-
-/// A `wasi:random` source through the tape.
-pub struct TapedRandom {
-    tape: Arc<Tape>,
-    source: RandomSource,
-    real: rand::rngs::StdRng,
-}
-
-impl TapedRandom {
-    pub fn new(tape: Arc<Tape>, source: RandomSource) -> Self {
-        TapedRandom {
-            tape,
-            source,
-            real: rand::rngs::StdRng::from_os_rng(),
-        }
-    }
-}
-
-impl rand_core::TryRng for TapedRandom {
-    type Error = Infallible;
-
-    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
-        let mut bytes = [0; 4];
-        self.try_fill_bytes(&mut bytes)?;
-        Ok(u32::from_le_bytes(bytes))
-    }
-
-    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
-        let mut bytes = [0; 8];
-        self.try_fill_bytes(&mut bytes)?;
-        Ok(u64::from_le_bytes(bytes))
-    }
-
-    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
-        self.tape.random(self.source, &mut self.real, dst);
-        Ok(())
-    }
-}
-
-/// The Spool services through the tape: with `live` services, each call is made and recorded;
-/// without, each is answered from the record and nothing reaches a database.
-pub struct TapedServices {
-    pub tape: Arc<Tape>,
-    pub live: Option<Arc<dyn TaskServices>>,
-}
-
-#[async_trait::async_trait]
-impl TaskServices for TapedServices {
-    fn progress(&self, task_id: u64, percent: u8, note: String) {
-        if let Some(live) = &self.live {
-            live.progress(task_id, percent, note);
-        }
-    }
-
-    async fn effect_done(&self, task_type: &str, key: &str) -> Result<bool, ServiceError> {
-        let live = self.live.as_ref().map(|l| l.effect_done(task_type, key));
-        self.tape.service("effect-done", key, live).await
-    }
-
-    async fn record_effect(
-        &self,
-        task_type: &str,
-        key: &str,
-        task_id: u64,
-    ) -> Result<(), ServiceError> {
-        let live = self
-            .live
-            .as_ref()
-            .map(|l| l.record_effect(task_type, key, task_id));
-        self.tape.service("record-effect", key, live).await
-    }
-
-    async fn kv_get(&self, task_type: &str, key: &str) -> Result<Option<String>, ServiceError> {
-        let live = self.live.as_ref().map(|l| l.kv_get(task_type, key));
-        self.tape.service("kv-get", key, live).await
-    }
-
-    async fn kv_set(&self, task_type: &str, key: &str, value: &str) -> Result<(), ServiceError> {
-        let live = self.live.as_ref().map(|l| l.kv_set(task_type, key, value));
-        self.tape.service("kv-set", key, live).await
-    }
-
-    async fn kv_delete(&self, task_type: &str, key: &str) -> Result<bool, ServiceError> {
-        let live = self.live.as_ref().map(|l| l.kv_delete(task_type, key));
-        self.tape.service("kv-delete", key, live).await
-    }
-
-    async fn enqueue(&self, follow_up: FollowUp) -> Result<Result<u64, String>, ServiceError> {
-        let subject = follow_up.task_type.clone();
-        let live = self.live.as_ref().map(|l| l.enqueue(follow_up));
-        self.tape.service("enqueue", &subject, live).await
-    }
-}
-
-/// A service's answer as a record keeps it.
-trait Recorded: Sized {
-    fn to_answer(&self) -> Answer;
-    /// The answer, if the record's is of this call's kind.
-    fn from_answer(answer: &Answer) -> Option<Self>;
-}
-
-impl Recorded for bool {
-    fn to_answer(&self) -> Answer {
-        Answer::Flag(*self)
-    }
-    fn from_answer(answer: &Answer) -> Option<Self> {
-        match answer {
-            Answer::Flag(flag) => Some(*flag),
-            _ => None,
-        }
-    }
-}
-
-impl Recorded for () {
-    fn to_answer(&self) -> Answer {
-        Answer::Done
-    }
-    fn from_answer(answer: &Answer) -> Option<Self> {
-        matches!(answer, Answer::Done).then_some(())
-    }
-}
-
-impl Recorded for Option<String> {
-    fn to_answer(&self) -> Answer {
-        Answer::Value(self.clone())
-    }
-    fn from_answer(answer: &Answer) -> Option<Self> {
-        match answer {
-            Answer::Value(value) => Some(value.clone()),
-            _ => None,
-        }
-    }
-}
-
-impl Recorded for Result<u64, String> {
-    fn to_answer(&self) -> Answer {
-        Answer::Enqueued(self.clone())
-    }
-    fn from_answer(answer: &Answer) -> Option<Self> {
-        match answer {
-            Answer::Enqueued(result) => Some(result.clone()),
-            _ => None,
-        }
-    }
+/// What a replay reports where its record was cut at its bound.
+fn truncated_at(number: usize) -> String {
+    format!(
+        "call {number}: the record was truncated here (it reached record_max); the replay stops at this point"
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::host_api::{ServiceError, TaskServices};
+    use rand::SeedableRng;
 
     fn recording(calls: Vec<Call>, truncated: bool) -> Recording {
         Recording {
@@ -646,7 +486,7 @@ mod tests {
 
     #[test]
     fn a_recording_keeps_calls_in_order_up_to_its_bound() {
-        let tape = Tape::recording(120);
+        let tape = Tape::recording(120, Vec::new());
         let first = tape.wall_clock();
         let mut real = rand::rngs::StdRng::seed_from_u64(1);
         let mut bytes = [0; 4];
