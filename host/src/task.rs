@@ -269,6 +269,21 @@ pub enum AttemptOutcome {
     Crashed(String),
 }
 
+impl AttemptOutcome {
+    /// The attempt's own result (when it succeeded) and error (otherwise), before the task's
+    /// state machine adds anything (such as "gave up after N attempts"): what an attempt
+    /// record keeps and what a replay compares with.
+    pub fn result_and_error(&self) -> (Option<String>, Option<String>) {
+        match self {
+            AttemptOutcome::Succeeded(result) => (Some(result.clone()), None),
+            AttemptOutcome::Retry(message)
+            | AttemptOutcome::Fail(message)
+            | AttemptOutcome::Crashed(message) => (None, Some(message.clone())),
+            AttemptOutcome::Snooze(delay) => (None, Some(format!("snoozed for {delay:?}"))),
+        }
+    }
+}
+
 /// The state a finished attempt moves its task to; the store writes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {

@@ -180,13 +180,7 @@ fn print_outcome(
         eprintln!("--- log ---\n{}", log.trim_end());
     }
     let ended = Outcome::of(outcome);
-    let (result, error) = match outcome {
-        AttemptOutcome::Succeeded(result) => (Some(result.clone()), None),
-        AttemptOutcome::Retry(m) | AttemptOutcome::Fail(m) | AttemptOutcome::Crashed(m) => {
-            (None, Some(m.clone()))
-        }
-        AttemptOutcome::Snooze(d) => (None, Some(format!("snoozed for {d:?}"))),
-    };
+    let (result, error) = outcome.result_and_error();
     let report = tape.report();
     eprintln!(
         "replayed task {} attempt {} with {build_name}: {ended} ({} of {} recorded calls answered)",

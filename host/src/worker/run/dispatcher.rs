@@ -537,6 +537,7 @@ impl Dispatcher {
             other => other,
         };
         let ended = Outcome::of(&outcome);
+        let (result, error) = outcome.result_and_error();
         let transition = decide(
             task.retry_count,
             task.max_retry,
@@ -594,7 +595,8 @@ impl Dispatcher {
                 info: &info,
                 payload: &payload,
                 outcome: ended,
-                transition: &transition,
+                result,
+                error,
                 fuel_used: cost.fuel_used,
                 limits: &limits,
             };

@@ -13,7 +13,7 @@ use crate::sandbox::tape::{RECORD_FORMAT, REDACTED, RecordedLimits, Recording, T
 use crate::sandbox::{RunLimits, TaskInfo};
 use crate::store::SharedStore;
 use crate::store::history::Outcome;
-use crate::task::{Task, Transition};
+use crate::task::Task;
 
 /// Writes the records of this host's attempts.
 pub struct Recorder {
@@ -28,7 +28,9 @@ pub struct Ended<'a> {
     pub info: &'a TaskInfo,
     pub payload: &'a str,
     pub outcome: Outcome,
-    pub transition: &'a Transition,
+    /// The attempt's own result and error ([`crate::task::AttemptOutcome::result_and_error`]).
+    pub result: Option<String>,
+    pub error: Option<String>,
     pub fuel_used: Option<u64>,
     pub limits: &'a RunLimits,
 }
@@ -87,8 +89,8 @@ impl Recorder {
             calls,
             truncated,
             outcome: ended.outcome.as_str().to_string(),
-            result: ended.transition.result.clone(),
-            error: ended.transition.error.clone(),
+            result: ended.result,
+            error: ended.error,
             fuel_used: ended.fuel_used,
         };
         let json = match serde_json::to_string(&recording) {
