@@ -39,6 +39,7 @@ fn a_clock_reading_attempt_replays_to_its_recorded_result() {
         let replayed: Value = serde_json::from_str(printed).unwrap();
         assert_eq!(replayed, done["result"], "{output}");
         assert!(output.contains("reproduced"), "{output}");
+        assert!(output.contains(", as recorded"), "the same fuel: {output}");
         assert!(
             output.contains("wall clock →"),
             "the calls are listed: {output}"

@@ -83,8 +83,8 @@ pub async fn replay(args: ReplayArgs) -> Result<()> {
             .0
     };
     let tape = Tape::replaying(&recording);
-    let outcome = run(&sandbox, &compiled, &recording, tape.clone()).await;
-    print_outcome(&recording, &tape, &outcome.0, &outcome.1, &build_name)
+    let replayed = run(&sandbox, &compiled, &recording, tape.clone()).await;
+    print_outcome(&recording, &tape, &replayed, &build_name)
 }
 
 /// Runs the attempt against the tape: the recorded task, payload, environment and limits; no
@@ -94,7 +94,7 @@ async fn run(
     handler: &crate::sandbox::CompiledHandler,
     recording: &Recording,
     tape: Arc<Tape>,
-) -> (AttemptOutcome, String) {
+) -> Replayed {
     let info = recording.task.clone();
     // Every follow-up the record shows was allowed when it was recorded.
     let allow: Vec<String> = recording
@@ -129,7 +129,18 @@ async fn run(
     let attempt = sandbox
         .run(handler, info, &recording.payload, &limits, services)
         .await;
-    (attempt.outcome, attempt.log)
+    Replayed {
+        outcome: attempt.outcome,
+        log: attempt.log,
+        fuel_used: attempt.fuel_used,
+    }
+}
+
+/// How the replayed attempt ended.
+struct Replayed {
+    outcome: AttemptOutcome,
+    log: String,
+    fuel_used: Option<u64>,
 }
 
 fn describe(call: &Call) -> String {
@@ -172,10 +183,10 @@ fn http_answer(answer: &HttpAnswer) -> String {
 fn print_outcome(
     recording: &Recording,
     tape: &Tape,
-    outcome: &AttemptOutcome,
-    log: &str,
+    replayed: &Replayed,
     build_name: &str,
 ) -> Result<()> {
+    let (outcome, log) = (&replayed.outcome, &replayed.log);
     if !log.is_empty() {
         eprintln!("--- log ---\n{}", log.trim_end());
     }
@@ -186,6 +197,12 @@ fn print_outcome(
         "replayed task {} attempt {} with {build_name}: {ended} ({} of {} recorded calls answered)",
         recording.task.id, recording.task.attempt, report.answered, report.recorded
     );
+    let fuel = match (replayed.fuel_used, recording.fuel_used) {
+        (Some(now), Some(then)) if now == then => format!("fuel used {now}, as recorded"),
+        (Some(now), Some(then)) => format!("fuel used {now}; the recorded attempt used {then}"),
+        (Some(now), None) => format!("fuel used {now}"),
+        (None, _) => "fuel not counted".into(),
+    };
     match &report.diverged {
         Some(problem) => eprintln!("diverged from the record at {problem}"),
         None if ended.as_str() == recording.outcome
@@ -193,7 +210,7 @@ fn print_outcome(
             && error == recording.error =>
         {
             eprintln!(
-                "reproduced: the recorded attempt ended the same way ({})",
+                "reproduced: the recorded attempt ended the same way ({}); {fuel}",
                 recording.outcome
             )
         }
