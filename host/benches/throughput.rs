@@ -240,6 +240,7 @@ async fn raw_baseline(server: &Server, n: usize, batch: usize) -> f64 {
                     peak_memory: 1 << 20,
                 }),
                 finished_at: Utc::now(),
+                record: None,
             })
             .collect();
         done += store.complete(&completions).await.unwrap() as usize;

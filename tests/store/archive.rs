@@ -91,6 +91,7 @@ async fn task_in(
             log: Some("printed".into()),
             cost: None,
             finished_at,
+            record: None,
         }])
         .await
         .unwrap();

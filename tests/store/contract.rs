@@ -74,6 +74,7 @@ pub fn finished(task: &Task, owner: &str, status: Status) -> Completion {
         log: Some("printed".into()),
         cost: None,
         finished_at: Utc::now(),
+        record: None,
     }
 }
 

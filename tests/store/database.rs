@@ -149,6 +149,7 @@ pub async fn a_plain_sql_insert_cannot_take_the_key_of_an_archived_task(fixture:
         log: None,
         cost: None,
         finished_at: Utc::now() - Span::days(2),
+        record: None,
     };
     assert_eq!(store.complete(&[done]).await.unwrap(), 1);
     let moved = store

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::Fixture;
 use spool::store::encoding::LEASE_EXPIRED;
 use spool::store::history::{AttemptCost, AttemptRecord, KEPT_ATTEMPTS, Outcome};
+use spool::store::records::NewRecord;
 use spool::store::{AttemptId, ClaimRequest, Completion};
 use spool::task::{NewTask, Status, Task, TaskId, Transition};
 
@@ -83,6 +84,7 @@ fn ended(task: &Task, outcome: Outcome, error: Option<&str>, log: &str) -> Compl
         log: Some(log.into()),
         cost: Some(cost_of(task)),
         finished_at: Utc::now(),
+        record: None,
     }
 }
 
@@ -380,8 +382,66 @@ pub async fn a_large_completion_batch_records_each_attempt_once(fixture: &Fixtur
     }
 }
 
+/// Attempt records for `spool replay` travel with their completions: a batch writes them in
+/// runs bounded by count and bytes, before the completions, so each is readable by the time
+/// its task shows the attempt ended.
+pub async fn attempt_records_travel_with_their_completions(fixture: &Fixture) {
+    // More than one statement's worth of records, and one large enough to go alone.
+    const TASKS: usize = 250;
+    let tasks = (0..TASKS).map(|_| due_task(0)).collect();
+    fixture.store.enqueue(tasks).await.unwrap();
+    let claimed = claim_up_to(fixture, TASKS, Utc::now()).await;
+    assert_eq!(claimed.len(), TASKS);
+    let json_of = |i: usize, task: &Task| {
+        let padding = if i == 7 {
+            "x".repeat(5 << 20)
+        } else {
+            String::new()
+        };
+        format!("{{\"task\":{},\"padding\":\"{padding}\"}}", task.id)
+    };
+    let completions: Vec<Completion> = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, task)| Completion {
+            // Every tenth attempt keeps no record.
+            record: (i % 10 != 3).then(|| NewRecord {
+                build: "b1".into(),
+                json: json_of(i, task),
+                truncated: i % 2 == 0,
+            }),
+            ..ended(task, Outcome::Done, None, "")
+        })
+        .collect();
+    assert_eq!(
+        fixture.store.complete(&completions).await.unwrap(),
+        TASKS as u64
+    );
+    for (i, task) in claimed.iter().enumerate() {
+        let listed = fixture.store.records(task.id).await.unwrap();
+        if i % 10 == 3 {
+            assert!(listed.is_empty(), "task {}: {listed:?}", task.id);
+            continue;
+        }
+        assert_eq!(listed.len(), 1, "task {}: {listed:?}", task.id);
+        let json = json_of(i, task);
+        assert_eq!(
+            (
+                listed[0].attempt,
+                listed[0].build.as_str(),
+                listed[0].truncated
+            ),
+            (1, "b1", i % 2 == 0)
+        );
+        assert_eq!(listed[0].bytes, json.len() as u64);
+        let stored = fixture.store.record(task.id, 1).await.unwrap().unwrap();
+        assert_eq!(stored.record.as_deref(), Some(json.as_str()));
+    }
+}
+
 on_every_backend!(
-    history: a_retry_then_success_keeps_both_attempts_with_their_own_logs,
+    history: attempt_records_travel_with_their_completions,
+    a_retry_then_success_keeps_both_attempts_with_their_own_logs,
     a_dead_letter_and_a_permanent_failure_schedule_no_retry,
     a_rescue_records_the_attempt_of_the_host_that_died,
     a_cancel_records_the_running_attempt_and_its_outcome_is_discarded,

@@ -70,5 +70,6 @@ pub fn done(task: &Task, result: &str, error: Option<&str>, log: &str) -> Comple
         log: Some(log.into()),
         cost: None,
         finished_at: Utc::now(),
+        record: None,
     }
 }

@@ -80,6 +80,9 @@ pub struct Completion {
     /// What the attempt cost, for its record in the attempt history.
     pub cost: Option<history::AttemptCost>,
     pub finished_at: DateTime<Utc>,
+    /// The attempt's record for `spool replay`, when its type keeps one: written with the
+    /// batch, before the batch's completions ([`super::records`]).
+    pub record: Option<super::records::NewRecord>,
 }
 
 /// A progress report from a running handler (serialized as `{"id", "percent", "note"}` for the
@@ -259,6 +262,7 @@ macro_rules! queue_by_delegation {
                     return Ok(0);
                 }
                 let completions = $crate::store::queue::in_lock_order(completions, |c| c.id);
+                $crate::store::records::save_batch_records(self, &completions).await;
                 $store::complete(self, &completions).await
             }
 

@@ -2,21 +2,82 @@
 //! tape's JSON ([`crate::sandbox::tape::Recording`]) with the build that ran, written once for
 //! every backend in portable SQL.
 //!
-//! A record is written by the host that ran the attempt, after the attempt ended and before its
-//! completion is queued, in a statement of its own: a record is evidence for a person, not
-//! part of the task's state, so the queue's hot path (the completion batch) does not carry
-//! it. A host killed between the two leaves a record of an attempt the history then shows as
-//! rescued. Each write also drops the records of the same task from attempt 2 up to the
-//! attempt minus [`super::history::KEPT_ATTEMPTS`], the attempt history's bound.
+//! A record travels with its attempt's completion ([`crate::store::Completion::record`]): the
+//! completion writer's batch writes the batch's records first, in one multi-row statement per
+//! 100 records, then the completions. So a record is there by the time its task shows the
+//! attempt ended, and keeping records costs a statement per batch rather than a transaction per
+//! attempt. A record is evidence for a person, not part of the task's state: a batch whose
+//! records the database refuses is logged and its completions still apply. Each write also
+//! drops the records of the same task from attempt 2 up to the attempt minus
+//! [`super::history::KEPT_ATTEMPTS`], the attempt history's bound.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+use super::Completion;
 use super::StoreError;
 use super::encoding::millis;
 use super::history::trim_up_to;
 use super::sql::{Arg, Cells, Portable, Via};
 use crate::task::TaskId;
+
+/// The most records one multi-row statement writes (fewer where the backend binds fewer
+/// values).
+const RECORDS_PER_STATEMENT: usize = 100;
+
+/// The most record bytes one statement carries (a larger record goes alone): well inside
+/// MariaDB's default 16 MiB packet.
+const BYTES_PER_STATEMENT: usize = 4 << 20;
+
+/// `records` in runs of at most `most` records and [`BYTES_PER_STATEMENT`] bytes.
+fn chunks<'a, 'r>(
+    records: &'a [(TaskId, u32, &'r NewRecord)],
+    most: usize,
+) -> Vec<&'a [(TaskId, u32, &'r NewRecord)]> {
+    let mut runs = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, (_, _, record)) in records.iter().enumerate() {
+        let full =
+            i - start == most || (i > start && bytes + record.json.len() > BYTES_PER_STATEMENT);
+        if full {
+            runs.push(&records[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += record.json.len();
+    }
+    if start < records.len() {
+        runs.push(&records[start..]);
+    }
+    runs
+}
+
+/// An attempt's record as its completion carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRecord {
+    /// Hex SHA-256 of the build that ran.
+    pub build: String,
+    /// The record as JSON.
+    pub json: String,
+    pub truncated: bool,
+}
+
+/// Writes the records a completion batch carries, before its completions. A refusal is
+/// logged: the completions apply all the same.
+pub async fn save_batch_records<S: AttemptRecords + ?Sized>(store: &S, batch: &[Completion]) {
+    let records: Vec<(TaskId, u32, &NewRecord)> = batch
+        .iter()
+        .filter_map(|c| c.record.as_ref().map(|record| (c.id, c.attempt, record)))
+        .collect();
+    if records.is_empty() {
+        return;
+    }
+    if let Err(error) = store.save_records(&records).await {
+        tracing::warn!(
+            records = records.len(),
+            "attempt records were not kept: {error}"
+        );
+    }
+}
 
 /// One stored record.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,15 +95,8 @@ pub struct StoredRecord {
 /// Writing and reading attempt records.
 #[async_trait]
 pub trait AttemptRecords {
-    /// Keeps the record of `attempt` of task `task` (replacing one already there).
-    async fn save_record(
-        &self,
-        task: TaskId,
-        attempt: u32,
-        build: &str,
-        record: &str,
-        truncated: bool,
-    ) -> Result<(), StoreError>;
+    /// Keeps the records of these attempts (replacing any already there).
+    async fn save_records(&self, records: &[(TaskId, u32, &NewRecord)]) -> Result<(), StoreError>;
 
     /// The record of one attempt, if kept.
     async fn record(&self, task: TaskId, attempt: u32) -> Result<Option<StoredRecord>, StoreError>;
@@ -53,14 +107,7 @@ pub trait AttemptRecords {
 
 #[async_trait]
 impl<S: Portable> AttemptRecords for S {
-    async fn save_record(
-        &self,
-        task: TaskId,
-        attempt: u32,
-        build: &str,
-        record: &str,
-        truncated: bool,
-    ) -> Result<(), StoreError> {
+    async fn save_records(&self, records: &[(TaskId, u32, &NewRecord)]) -> Result<(), StoreError> {
         let columns = [
             "task_id",
             "attempt",
@@ -70,26 +117,38 @@ impl<S: Portable> AttemptRecords for S {
             "truncated",
             "recorded_at",
         ];
-        let mut save = self.statement(&self.dialect().insert_or_replace(
-            "spool_attempt_record",
-            &columns,
-            &["task_id", "attempt"],
-            "(?, ?, ?, ?, ?, ?, ?)",
-        ));
-        save.bind(Arg::Int(task))
-            .bind(Arg::Int(i64::from(attempt)))
-            .bind(Arg::Text(build))
-            .bind(Arg::Text(record))
-            .bind(Arg::Int(i64::try_from(record.len()).unwrap_or(i64::MAX)))
-            .bind(Arg::Int(i64::from(truncated)))
-            .bind(Arg::Int(millis(Utc::now())));
-        let mut statements = vec![save];
-        if let Some(up_to) = trim_up_to(attempt) {
-            let mut trim = self.statement(
-                "DELETE FROM spool_attempt_record WHERE task_id = ? AND attempt BETWEEN 2 AND ?",
-            );
-            trim.bind(Arg::Int(task)).bind(Arg::Int(i64::from(up_to)));
-            statements.push(trim);
+        let now = millis(Utc::now());
+        let most = (self.dialect().max_binds() / columns.len()).clamp(1, RECORDS_PER_STATEMENT);
+        let mut statements = Vec::new();
+        for chunk in chunks(records, most) {
+            let rows = vec!["(?, ?, ?, ?, ?, ?, ?)"; chunk.len()].join(", ");
+            let mut save = self.statement(&self.dialect().insert_or_replace(
+                "spool_attempt_record",
+                &columns,
+                &["task_id", "attempt"],
+                &rows,
+            ));
+            for (task, attempt, record) in chunk {
+                save.bind(Arg::Int(*task))
+                    .bind(Arg::Int(i64::from(*attempt)))
+                    .bind(Arg::Text(&record.build))
+                    .bind(Arg::Text(&record.json))
+                    .bind(Arg::Int(
+                        i64::try_from(record.json.len()).unwrap_or(i64::MAX),
+                    ))
+                    .bind(Arg::Int(i64::from(record.truncated)))
+                    .bind(Arg::Int(now));
+            }
+            statements.push(save);
+        }
+        for (task, attempt, _) in records {
+            if let Some(up_to) = trim_up_to(*attempt) {
+                let mut trim = self.statement(
+                    "DELETE FROM spool_attempt_record WHERE task_id = ? AND attempt BETWEEN 2 AND ?",
+                );
+                trim.bind(Arg::Int(*task)).bind(Arg::Int(i64::from(up_to)));
+                statements.push(trim);
+            }
         }
         self.execute_all(&statements).await?;
         Ok(())
@@ -138,4 +197,29 @@ fn stored_from_row(
             None
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_go_in_runs_bounded_by_count_and_bytes() {
+        let small = NewRecord {
+            build: "b".into(),
+            json: "x".repeat(1000),
+            truncated: false,
+        };
+        let big = NewRecord {
+            json: "x".repeat(3 << 20),
+            ..small.clone()
+        };
+        let records: Vec<_> = (0..250).map(|i| (i, 1, &small)).collect();
+        let sizes: Vec<usize> = chunks(&records, 100).iter().map(|r| r.len()).collect();
+        assert_eq!(sizes, [100, 100, 50]);
+        let mixed = [(1, 1, &big), (2, 1, &big), (3, 1, &small), (4, 1, &big)];
+        let sizes: Vec<usize> = chunks(&mixed, 100).iter().map(|r| r.len()).collect();
+        assert_eq!(sizes, [1, 2, 1]);
+        assert!(chunks(&[], 100).is_empty());
+    }
 }

@@ -354,6 +354,7 @@ mod tests {
             log: None,
             cost: None,
             finished_at: Utc::now(),
+            record: None,
         }
     }
 

@@ -589,9 +589,9 @@ impl Dispatcher {
                 memory: cost.peak_memory,
             },
         );
+        let mut record = None;
         if let Some(tape) = &limits.tape {
             let ended = super::recorder::Ended {
-                task: &task,
                 info: &info,
                 payload: &payload,
                 outcome: ended,
@@ -600,7 +600,7 @@ impl Dispatcher {
                 fuel_used: cost.fuel_used,
                 limits: &limits,
             };
-            self.recorder.keep(&plugin, tape, ended).await;
+            record = self.recorder.record(&plugin, tape, ended).await;
         }
         let completion = Completion {
             id: task.id,
@@ -612,6 +612,7 @@ impl Dispatcher {
             log: (!attempt.log.is_empty()).then_some(attempt.log),
             cost: Some(cost),
             finished_at: Utc::now(),
+            record,
         };
         // Off the in-flight list before the completion is queued: shutdown releases only tasks
         // whose outcome will never be written.

@@ -13,7 +13,7 @@ use crate::sandbox::tape::{RECORD_FORMAT, REDACTED, RecordedLimits, Recording, T
 use crate::sandbox::{RunLimits, TaskInfo};
 use crate::store::SharedStore;
 use crate::store::history::Outcome;
-use crate::task::Task;
+use crate::store::records::NewRecord;
 
 /// Writes the records of this host's attempts.
 pub struct Recorder {
@@ -24,7 +24,6 @@ pub struct Recorder {
 
 /// One finished attempt, as the record needs it.
 pub struct Ended<'a> {
-    pub task: &'a Task,
     pub info: &'a TaskInfo,
     pub payload: &'a str,
     pub outcome: Outcome,
@@ -49,16 +48,21 @@ impl Recorder {
             .then(|| Tape::recording(plugin.policy.record_max, secret_values(plugin)))
     }
 
-    /// Keeps the record of an attempt that ran with `tape`, if the type's mode keeps it. A
-    /// record the database refuses is logged and dropped: the attempt's outcome goes on.
-    pub async fn keep(&self, plugin: &Plugin, tape: &Tape, ended: Ended<'_>) {
+    /// The record of an attempt that ran with `tape`, if the type's mode keeps it, for its
+    /// completion to carry ([`crate::store::records`]); the build's bytes are stored first.
+    pub async fn record(
+        &self,
+        plugin: &Plugin,
+        tape: &Tape,
+        ended: Ended<'_>,
+    ) -> Option<NewRecord> {
         let keep = match plugin.policy.record {
             RecordMode::All => true,
             RecordMode::Failed => ended.outcome != Outcome::Done,
             RecordMode::None => false,
         };
         if !keep {
-            return;
+            return None;
         }
         let (calls, truncated) = tape.calls();
         let info = ended.info;
@@ -100,26 +104,15 @@ impl Recorder {
                     task_id = info.id,
                     "cannot encode the attempt record: {error}"
                 );
-                return;
+                return None;
             }
         };
         self.store_build(plugin).await;
-        if let Err(error) = self
-            .store
-            .save_record(
-                ended.task.id,
-                ended.task.attempts,
-                &plugin.version,
-                &json,
-                truncated,
-            )
-            .await
-        {
-            tracing::warn!(
-                task_id = info.id,
-                "the attempt record was not kept: {error}"
-            );
-        }
+        Some(NewRecord {
+            build: plugin.version.clone(),
+            json,
+            truncated,
+        })
     }
 
     /// Stores a folder build's bytes once (a deployed build's are stored already), if the file
