@@ -262,7 +262,6 @@ macro_rules! queue_by_delegation {
                     return Ok(0);
                 }
                 let completions = $crate::store::queue::in_lock_order(completions, |c| c.id);
-                $crate::store::records::save_batch_records(self, &completions).await;
                 $store::complete(self, &completions).await
             }
 

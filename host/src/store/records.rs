@@ -4,9 +4,10 @@
 //!
 //! A record travels with its attempt's completion ([`crate::store::Completion::record`]): the
 //! completion writer's batch writes the batch's records first, in one multi-row statement per
-//! 100 records, then the completions. So a record is there by the time its task shows the
-//! attempt ended, and keeping records costs a statement per batch rather than a transaction per
-//! attempt. A record is evidence for a person, not part of the task's state: a batch whose
+//! 100 records (PostgreSQL and MariaDB, here), or on SQLite's writer thread in the same
+//! transaction as the completions (`sqlite/completion.rs`, with this module's statement), then
+//! the completions. So a record is there by the time its task shows the attempt ended, and
+//! keeping records costs a statement per batch rather than a transaction per attempt. A record is evidence for a person, not part of the task's state: a batch whose
 //! records the database refuses is logged and its completions still apply. Each write also
 //! drops the records of the same task from attempt 2 up to the attempt minus
 //! [`super::history::KEPT_ATTEMPTS`], the attempt history's bound.
@@ -18,8 +19,36 @@ use super::Completion;
 use super::StoreError;
 use super::encoding::millis;
 use super::history::trim_up_to;
-use super::sql::{Arg, Cells, Portable, Via};
+use super::sql::{Arg, Cells, Dialect, Portable, Via};
 use crate::task::TaskId;
+
+/// The columns a record is saved with, in the order [`save_sql`] binds them.
+const SAVE_COLUMNS: [&str; 7] = [
+    "task_id",
+    "attempt",
+    "build",
+    "record",
+    "bytes",
+    "truncated",
+    "recorded_at",
+];
+
+/// Saves `rows` records (replacing any already there): per row, the values of
+/// [`SAVE_COLUMNS`] in order, each a `?`.
+pub fn save_sql(dialect: &dyn Dialect, rows: usize) -> String {
+    let row = format!("({})", vec!["?"; SAVE_COLUMNS.len()].join(", "));
+    dialect.insert_or_replace(
+        "spool_attempt_record",
+        &SAVE_COLUMNS,
+        &["task_id", "attempt"],
+        &vec![row; rows].join(", "),
+    )
+}
+
+/// Drops a task's records from attempt 2 up to the second value
+/// ([`super::history::trim_up_to`]): the first value is the task's id.
+pub const TRIM: &str =
+    "DELETE FROM spool_attempt_record WHERE task_id = ? AND attempt BETWEEN 2 AND ?";
 
 /// The most records one multi-row statement writes (fewer where the backend binds fewer
 /// values).
@@ -108,26 +137,12 @@ pub trait AttemptRecords {
 #[async_trait]
 impl<S: Portable> AttemptRecords for S {
     async fn save_records(&self, records: &[(TaskId, u32, &NewRecord)]) -> Result<(), StoreError> {
-        let columns = [
-            "task_id",
-            "attempt",
-            "build",
-            "record",
-            "bytes",
-            "truncated",
-            "recorded_at",
-        ];
         let now = millis(Utc::now());
-        let most = (self.dialect().max_binds() / columns.len()).clamp(1, RECORDS_PER_STATEMENT);
+        let most =
+            (self.dialect().max_binds() / SAVE_COLUMNS.len()).clamp(1, RECORDS_PER_STATEMENT);
         let mut statements = Vec::new();
         for chunk in chunks(records, most) {
-            let rows = vec!["(?, ?, ?, ?, ?, ?, ?)"; chunk.len()].join(", ");
-            let mut save = self.statement(&self.dialect().insert_or_replace(
-                "spool_attempt_record",
-                &columns,
-                &["task_id", "attempt"],
-                &rows,
-            ));
+            let mut save = self.statement(&save_sql(self.dialect(), chunk.len()));
             for (task, attempt, record) in chunk {
                 save.bind(Arg::Int(*task))
                     .bind(Arg::Int(i64::from(*attempt)))
@@ -143,9 +158,7 @@ impl<S: Portable> AttemptRecords for S {
         }
         for (task, attempt, _) in records {
             if let Some(up_to) = trim_up_to(*attempt) {
-                let mut trim = self.statement(
-                    "DELETE FROM spool_attempt_record WHERE task_id = ? AND attempt BETWEEN 2 AND ?",
-                );
+                let mut trim = self.statement(TRIM);
                 trim.bind(Arg::Int(*task)).bind(Arg::Int(i64::from(up_to)));
                 statements.push(trim);
             }

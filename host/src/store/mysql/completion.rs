@@ -54,6 +54,7 @@ type RunningRow = (TaskId, Option<Text>, u32, Option<i64>);
 
 impl MySqlStore {
     pub(super) async fn complete(&self, completions: &[Completion]) -> Result<u64, StoreError> {
+        crate::store::records::save_batch_records(self, completions).await;
         let mut tx = self.pool.begin().await?;
         let mut running: HashMap<TaskId, RunningRow> = HashMap::new();
         let ids: Vec<TaskId> = completions.iter().map(|c| c.id).collect();

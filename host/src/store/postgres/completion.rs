@@ -45,6 +45,7 @@ const COMPLETE: &str = concat!(
 
 impl PgStore {
     pub(super) async fn complete(&self, completions: &[Completion]) -> Result<u64, StoreError> {
+        crate::store::records::save_batch_records(self, completions).await;
         // Rows are locked in id order, as a concurrent batch touching the same rows would.
         let mut batch: Vec<&Completion> = completions.iter().collect();
         batch.sort_by_key(|c| c.id);

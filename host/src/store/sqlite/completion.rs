@@ -9,7 +9,7 @@ use super::history::{COLUMNS_WITH_COST as HISTORY_COLUMNS, TRIM as HISTORY_TRIM}
 use crate::store::encoding::{millis, status_code};
 use crate::store::history::{cost_columns, trim_up_to};
 use crate::store::queue::{completion_assignments, completion_fence};
-use crate::store::{Completion, StoreError};
+use crate::store::{Completion, StoreError, records};
 use rusqlite::{Connection, params};
 use std::sync::LazyLock;
 
@@ -51,6 +51,48 @@ static RECORD_COMPLETIONS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// An attempt record's insert ([`crate::store::records`]), spelled for SQLite once.
+static SAVE_RECORD: LazyLock<String> =
+    LazyLock::new(|| records::save_sql(&super::dialect::SqliteDialect, 1));
+
+/// The batch's attempt records for `spool replay`, in the batch's transaction and in a
+/// savepoint of their own: records the database refuses are logged and undone, and the
+/// completions apply all the same.
+fn keep_attempt_records(connection: &Connection, completions: &[Completion]) {
+    if completions.iter().all(|c| c.record.is_none()) {
+        return;
+    }
+    let now = millis(chrono::Utc::now());
+    let write = || -> rusqlite::Result<()> {
+        connection.execute_batch("SAVEPOINT records")?;
+        let mut save = connection.prepare_cached(&SAVE_RECORD)?;
+        let mut trim = connection.prepare_cached(records::TRIM)?;
+        for c in completions {
+            let Some(record) = &c.record else { continue };
+            let bytes = i64::try_from(record.json.len()).unwrap_or(i64::MAX);
+            save.execute(params![
+                c.id,
+                c.attempt,
+                record.build,
+                record.json,
+                bytes,
+                record.truncated,
+                now
+            ])?;
+            if let Some(up_to) = trim_up_to(c.attempt) {
+                trim.execute(params![c.id, up_to])?;
+            }
+        }
+        connection.execute_batch("RELEASE records")
+    };
+    if let Err(error) = write() {
+        if !connection.is_autocommit() {
+            let _ = connection.execute_batch("ROLLBACK TO records; RELEASE records");
+        }
+        tracing::warn!("attempt records were not kept: {error}");
+    }
+}
+
 impl SqliteStore {
     pub(super) async fn complete(&self, completions: &[Completion]) -> Result<u64, StoreError> {
         self.hot.complete(&self.writer, completions.to_vec()).await
@@ -86,6 +128,7 @@ pub(super) fn write(
     connection
         .prepare_cached(&RECORD_COMPLETIONS)?
         .execute([serde_json::Value::Array(records).to_string()])?;
+    keep_attempt_records(connection, completions);
     let mut trim = connection.prepare_cached(HISTORY_TRIM)?;
     for c in completions {
         if let Some(up_to) = trim_up_to(c.attempt) {
