@@ -38,8 +38,8 @@
 //! default), `--only archive [--old N]` (a drain beside N old finished rows, default 1,000,000,
 //! with the archiver off and then on: `throughput/archive.rs`), `--only health [--old N]` (a
 //! drain beside N old finished rows while a client polls `/metrics` or `/health` every 50 ms),
-//! `--only record` (the drain with the type's `record` mode "none", "failed" and "all", three
-//! rounds each in turn: `throughput/record.rs`).
+//! `--only record` (the drain with the type's `record` mode "none", "failed" and "all",
+//! five rounds each in turn: `throughput/record.rs`).
 
 use chrono::{DateTime, Utc};
 use hdrhistogram::Histogram;

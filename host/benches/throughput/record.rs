@@ -1,14 +1,14 @@
 //! What keeping attempt records costs the drain (`--only record`): the no-op drain with the
 //! type's manifest at `record = "none"` (no tape), `"failed"` (the default: every attempt runs
 //! on a tape, only failed attempts would keep it, and none fail here) and `"all"` (every
-//! attempt's record written to the database). The three run in turn, three rounds, each on a
+//! attempt's record written to the database). The three run in turn, five rounds, each on a
 //! fresh database; the medians are printed as ratios to `"none"` from the same run.
 
 use super::database::Server;
 use super::{drain, load};
 
 const MODES: [&str; 3] = ["none", "failed", "all"];
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 pub async fn report(server: &Server, n: usize, concurrency: Option<usize>) {
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
