@@ -75,6 +75,9 @@ impl PgStore {
             .bind(lease)
             .fetch_all(&self.pool)
             .await?;
+        if rows.len() as i64 == limit {
+            self.first_statistics.after_full_claim(&self.pool);
+        }
         rows.sort_by(|a, b| {
             b.priority
                 .cmp(&a.priority)

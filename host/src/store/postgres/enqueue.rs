@@ -81,6 +81,8 @@ impl PgStore {
             }
             tx.commit().await?;
         }
+        let inserted = results.iter().filter(|r| !r.duplicate).count();
+        self.first_statistics.after_enqueue(&self.pool, inserted);
         Ok(results)
     }
 }

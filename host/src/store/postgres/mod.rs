@@ -41,6 +41,7 @@ mod enqueue;
 mod history;
 mod rows;
 mod running;
+mod statistics;
 mod tasks;
 mod wake;
 
@@ -77,6 +78,8 @@ pub struct PgStore {
     /// Turns true when the store closes: the wake-up listeners stop.
     stop: watch::Sender<bool>,
     listeners: Mutex<Vec<JoinHandle<()>>>,
+    /// Gives a new task table its first statistics ([`statistics`]).
+    first_statistics: Arc<statistics::FirstStatistics>,
 }
 
 impl PgStore {
@@ -115,11 +118,16 @@ impl PgStore {
             .connect_with(options.clone())
             .await?;
         let (stop, _) = watch::channel(false);
+        let first_statistics = Arc::new(statistics::FirstStatistics::default());
+        // A database that already holds a backlog but was never analyzed (restored, or
+        // filled before any host ran) gets its statistics now.
+        first_statistics.after_enqueue(&pool, statistics::BACKLOG as usize);
         Ok(PgStore {
             pool,
             options,
             stop,
             listeners: Mutex::new(Vec::new()),
+            first_statistics,
         })
     }
 }
