@@ -11,6 +11,7 @@ mod servers;
 mod contract;
 mod explain;
 mod explain_mysql;
+mod statistics;
 mod stats;
 
 /// What `servers` needs from the end-to-end tests' helpers.
