@@ -405,10 +405,12 @@ pub async fn attempt_records_travel_with_their_completions(fixture: &Fixture) {
         .enumerate()
         .map(|(i, task)| Completion {
             // Every tenth attempt keeps no record.
-            record: (i % 10 != 3).then(|| NewRecord {
-                build: "b1".into(),
-                json: json_of(i, task),
-                truncated: i % 2 == 0,
+            record: (i % 10 != 3).then(|| {
+                Box::new(NewRecord {
+                    build: "b1".into(),
+                    json: json_of(i, task),
+                    truncated: i % 2 == 0,
+                })
             }),
             ..ended(task, Outcome::Done, None, "")
         })

@@ -82,7 +82,7 @@ pub struct Completion {
     pub finished_at: DateTime<Utc>,
     /// The attempt's record for `spool replay`, when its type keeps one: written with the
     /// batch, before the batch's completions ([`super::records`]).
-    pub record: Option<super::records::NewRecord>,
+    pub record: Option<Box<super::records::NewRecord>>,
 }
 
 /// A progress report from a running handler (serialized as `{"id", "percent", "note"}` for the

@@ -95,7 +95,7 @@ pub struct NewRecord {
 pub async fn save_batch_records<S: AttemptRecords + ?Sized>(store: &S, batch: &[Completion]) {
     let records: Vec<(TaskId, u32, &NewRecord)> = batch
         .iter()
-        .filter_map(|c| c.record.as_ref().map(|record| (c.id, c.attempt, record)))
+        .filter_map(|c| c.record.as_deref().map(|record| (c.id, c.attempt, record)))
         .collect();
     if records.is_empty() {
         return;

@@ -55,7 +55,7 @@ impl Recorder {
         plugin: &Plugin,
         tape: &Tape,
         ended: Ended<'_>,
-    ) -> Option<NewRecord> {
+    ) -> Option<Box<NewRecord>> {
         let keep = match plugin.policy.record {
             RecordMode::All => true,
             RecordMode::Failed => ended.outcome != Outcome::Done,
@@ -108,11 +108,11 @@ impl Recorder {
             }
         };
         self.store_build(plugin).await;
-        Some(NewRecord {
+        Some(Box::new(NewRecord {
             build: plugin.version.clone(),
             json,
             truncated,
-        })
+        }))
     }
 
     /// Stores a folder build's bytes once (a deployed build's are stored already), if the file
