@@ -65,13 +65,15 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(BUSY_TIMEOUT)
             .pragma("temp_store", "memory");
+        // Held until the store is open: hosts opening one file at once take turns.
+        let _opening = lock_opening(options.get_filename()).await?;
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
             .acquire_timeout(BUSY_TIMEOUT * 3)
             .connect_with(options.clone())
             .await?;
-        migrate(&writer, options.get_filename()).await?;
+        sqlx::migrate!("../migrations/sqlite").run(&writer).await?;
         let hot = writer::Writer::start(options.get_filename())?;
         let reader = SqlitePoolOptions::new()
             .max_connections(READ_CONNECTIONS)
@@ -86,17 +88,19 @@ impl SqliteStore {
     }
 }
 
-/// Applies the embedded migrations while holding an exclusive lock on `<database>.migrate-lock`
-/// beside the file. Hosts opening a new file at once would otherwise each apply the first
-/// migrations (sqlx takes no lock on SQLite) and all but one fail; with the lock, the others
-/// wait and then find every migration applied. The lock is a separate file, not the database:
-/// SQLite's own POSIX locks on the database are released when any descriptor of the file in
-/// the process is closed.
-async fn migrate(writer: &SqlitePool, database: &std::path::Path) -> Result<(), StoreError> {
+/// Takes an exclusive lock on `<database>.migrate-lock` beside the file, for the time a store
+/// opens: switching the file to WAL and applying the embedded migrations. Hosts opening a new
+/// file at once would otherwise race: each would apply the first migrations (sqlx takes no
+/// lock on SQLite) and all but one fail, and a connection switching a new file to WAL while
+/// another does can be answered "database is locked" without waiting. With the lock, the others
+/// wait and then find the file in WAL mode and every migration applied. The lock is a separate
+/// file, not the database: SQLite's own POSIX locks on the database are released when any
+/// descriptor of the file in the process is closed.
+async fn lock_opening(database: &std::path::Path) -> Result<std::fs::File, StoreError> {
     let mut name = database.as_os_str().to_owned();
     name.push(".migrate-lock");
     let path = std::path::PathBuf::from(name);
-    let lock = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
+    tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -112,10 +116,7 @@ async fn migrate(writer: &SqlitePool, database: &std::path::Path) -> Result<(), 
             "cannot lock the migration lock file beside {}: {e}",
             database.display()
         ))
-    })?;
-    let applied = sqlx::migrate!("../migrations/sqlite").run(writer).await;
-    drop(lock);
-    Ok(applied?)
+    })
 }
 
 super::queue::queue_by_delegation!(SqliteStore);
