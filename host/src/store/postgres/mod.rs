@@ -119,9 +119,7 @@ impl PgStore {
             .await?;
         let (stop, _) = watch::channel(false);
         let first_statistics = Arc::new(statistics::FirstStatistics::default());
-        // A database that already holds a backlog but was never analyzed (restored, or
-        // filled before any host ran) gets its statistics now.
-        first_statistics.after_enqueue(&pool, statistics::BACKLOG as usize);
+        first_statistics.at_start(&pool);
         Ok(PgStore {
             pool,
             options,

@@ -22,15 +22,15 @@ use std::time::{Duration, Instant};
 use crate::store::StoreError;
 
 /// Rows that make a backlog worth analyzing: fewer plan well without statistics.
-pub const BACKLOG: u64 = 1_000;
+const BACKLOG: u64 = 1_000;
 
 /// The shortest time between two checks started by full claims.
 const RECHECK: Duration = Duration::from_secs(5);
 
 /// Whether the table was never analyzed (by anyone: autovacuum, a person, another host), and
-/// whether it holds [`BACKLOG`] rows or more.
+/// whether it holds `$1` ([`BACKLOG`]) rows or more.
 const STATE: &str = "SELECT s.last_analyze IS NULL AND s.last_autoanalyze IS NULL, \
-        (SELECT count(*) FROM (SELECT 1 FROM async_task LIMIT 1000) AS backlog) >= 1000 \
+        (SELECT count(*) FROM (SELECT 1 FROM async_task LIMIT $1) AS backlog) >= $1 \
      FROM pg_stat_user_tables AS s WHERE s.relid = 'async_task'::regclass";
 
 /// The host's side of the table's first statistics.
@@ -46,6 +46,12 @@ pub struct FirstStatistics {
 }
 
 impl FirstStatistics {
+    /// When the store opens: a database that already holds a backlog but was never analyzed
+    /// (restored, or filled before any host ran) gets its statistics now.
+    pub fn at_start(self: &Arc<Self>, pool: &PgPool) {
+        self.check(pool);
+    }
+
     /// After an enqueue inserted `rows` rows.
     pub fn after_enqueue(self: &Arc<Self>, pool: &PgPool, rows: usize) {
         if self.settled.load(Ordering::Relaxed) {
@@ -80,8 +86,7 @@ impl FirstStatistics {
         let (this, pool) = (self.clone(), pool.clone());
         tokio::spawn(async move {
             match analyze_if_never_analyzed(&pool).await {
-                Ok(Some(_)) => this.settled.store(true, Ordering::Relaxed),
-                Ok(None) => {}
+                Ok(settled) => this.settled.store(settled, Ordering::Relaxed),
                 Err(error) => tracing::warn!(
                     "cannot give async_task its first statistics (autovacuum will): {error}"
                 ),
@@ -91,12 +96,15 @@ impl FirstStatistics {
     }
 }
 
-/// Analyzes the table if it was never analyzed and holds a backlog. `Some` when the table has
-/// statistics now (`true`: analyzed here), `None` when it still has too few rows to need them.
-async fn analyze_if_never_analyzed(pool: &PgPool) -> Result<Option<bool>, StoreError> {
-    let state: Option<(bool, bool)> = sqlx::query_as(STATE).fetch_optional(pool).await?;
+/// Analyzes the table if it was never analyzed and holds a backlog. True when the table has
+/// statistics now (from here or elsewhere), false while it has too few rows to need them.
+async fn analyze_if_never_analyzed(pool: &PgPool) -> Result<bool, StoreError> {
+    let state: Option<(bool, bool)> = sqlx::query_as(STATE)
+        .bind(BACKLOG as i64)
+        .fetch_optional(pool)
+        .await?;
     match state {
-        Some((false, _)) => Ok(Some(false)),
+        Some((false, _)) => Ok(true),
         Some((true, true)) => {
             let started = Instant::now();
             sqlx::query("ANALYZE async_task").execute(pool).await?;
@@ -104,8 +112,8 @@ async fn analyze_if_never_analyzed(pool: &PgPool) -> Result<Option<bool>, StoreE
                 "analyzed async_task, which had a backlog and no statistics yet, in {:?}",
                 started.elapsed()
             );
-            Ok(Some(true))
+            Ok(true)
         }
-        Some((true, false)) | None => Ok(None),
+        Some((true, false)) | None => Ok(false),
     }
 }
